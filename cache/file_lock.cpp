@@ -1,0 +1,50 @@
+#include "cache/file_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "support/log.hpp"
+
+namespace moejit::store {
+
+KeyLock::~KeyLock() = default;
+
+KeyLock KeyLock::acquire(const std::string& path, std::chrono::milliseconds timeout) {
+  KeyLock lock;
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
+    log(LogLevel::debug, "cannot open lock file '{}': {}", path, std::strerror(errno));
+    return lock;
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = start + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) break;
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      log(LogLevel::debug, "cannot lock '{}': {}", path, std::strerror(errno));
+      return lock;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      lock.timed_out_ = true;
+      lock.waited_ms_ = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start).count();
+      return lock;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  lock.waited_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  lock.fd_ = std::move(fd);
+  return lock;
+}
+
+}  // namespace moejit::store

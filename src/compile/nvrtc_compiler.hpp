@@ -1,0 +1,42 @@
+#pragma once
+// Compiles generated translation units to CUBIN with NVRTC, in process. Template headers are
+// handed to NVRTC from memory under their logical names, so no path on disk reaches the
+// compiler or the key. Thread-safe: every compile uses its own nvrtcProgram.
+
+#include "compile/compiler.hpp"
+#include "compile/nvrtc_library.hpp"
+
+namespace moejit {
+
+struct NvrtcOptions {
+  // NVRTC automatic precompiled headers (process-private). Does not change the binary, so it
+  // is not part of the key. MOEJIT_NVRTC_PCH=0 turns it off.
+  bool use_pch = true;
+  // -lineinfo, for profilers (MOEJIT_LINEINFO=1); part of the key.
+  bool lineinfo = false;
+};
+
+class NvrtcCompiler final : public KernelCompiler {
+ public:
+  // Options from the environment (MOEJIT_NVRTC_PCH, MOEJIT_LINEINFO).
+  static Result<NvrtcOptions> options_from_environment();
+  // Loads NVRTC if needed; an error when it is missing.
+  static Result<std::unique_ptr<NvrtcCompiler>> create(NvrtcOptions options);
+
+  const std::string& identity() const override { return library_->identity(); }
+  std::string key_flags(const KernelSpec& spec) const override;
+  Result<CompiledKernel> compile(const codegen::GeneratedKernel& kernel,
+                                 const codegen::TemplateSet& templates,
+                                 const KernelSpec& spec) const override;
+
+  const NvrtcOptions& options() const { return options_; }
+
+ private:
+  NvrtcCompiler(const NvrtcLibrary* library, NvrtcOptions options)
+      : library_(library), options_(options) {}
+
+  const NvrtcLibrary* library_;
+  NvrtcOptions options_;
+};
+
+}  // namespace moejit

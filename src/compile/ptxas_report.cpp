@@ -1,0 +1,62 @@
+#include "compile/ptxas_report.hpp"
+
+#include <charconv>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace moejit {
+namespace {
+
+// The number just before `unit` in `line` ("0 bytes spill stores" -> 0), if present.
+bool number_before(std::string_view line, std::string_view unit, std::uint32_t& out) {
+  std::size_t pos = line.find(unit);
+  if (pos == std::string_view::npos) return false;
+  std::size_t end = pos;
+  while (end > 0 && line[end - 1] == ' ') --end;
+  std::size_t begin = end;
+  while (begin > 0 && line[begin - 1] >= '0' && line[begin - 1] <= '9') --begin;
+  if (begin == end) return false;
+  std::from_chars(line.data() + begin, line.data() + end, out);
+  return true;
+}
+
+}  // namespace
+
+Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view lowered_name) {
+  // ptxas info    : Compiling entry function '<name>' for 'sm_90a'
+  // ptxas info    : Function properties for <name>
+  // ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+  // ptxas info    : Used 10 registers, used 1 barriers, 256 bytes smem, ...
+  KernelReport r;
+  bool in_entry = false;
+  bool found_registers = false;
+  std::size_t pos = 0;
+  while (pos < log.size()) {
+    std::size_t end = log.find('\n', pos);
+    if (end == std::string_view::npos) end = log.size();
+    std::string_view line = log.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.find("Compiling entry function") != std::string_view::npos) {
+      in_entry = line.find(fmt::format("'{}'", lowered_name)) != std::string_view::npos;
+      continue;
+    }
+    if (!in_entry) continue;
+    if (line.find("bytes stack frame") != std::string_view::npos) {
+      number_before(line, " bytes stack frame", r.stack_bytes);
+      number_before(line, " bytes spill stores", r.spill_store_bytes);
+      number_before(line, " bytes spill loads", r.spill_load_bytes);
+    } else if (line.find("Used ") != std::string_view::npos &&
+               number_before(line, " registers", r.registers)) {
+      found_registers = true;
+      number_before(line, " barriers", r.barriers);
+      number_before(line, " bytes smem", r.static_shared_bytes);
+    }
+  }
+  if (!found_registers)
+    return error(Code::internal, "no ptxas resource report for kernel '{}' in the NVRTC log",
+                 lowered_name);
+  return r;
+}
+
+}  // namespace moejit

@@ -1,0 +1,37 @@
+#include "compile/source_dump.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "support/env.hpp"
+#include "support/fs.hpp"
+
+namespace moejit {
+
+std::string dump_root() {
+  if (auto dir = env_string("MOEJIT_DUMP_DIR")) return *dir;
+  std::error_code ec;
+  auto tmp = std::filesystem::temp_directory_path(ec);
+  if (ec) tmp = "/tmp";
+  return (tmp / fmt::format("moejit-dump-{}", ::getuid())).string();
+}
+
+bool dump_every_compile() { return env_string("MOEJIT_DUMP_DIR").has_value(); }
+
+Result<std::string> dump_sources(const codegen::GeneratedKernel& kernel,
+                                 const codegen::TemplateSet& templates) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(dump_root()) / (kernel.source_name + "." + unique_suffix());
+  for (const auto& header : kernel.headers) {
+    fs::path target = dir / header;
+    MOEJIT_TRY(make_private_dirs(target.parent_path().string()));
+    MOEJIT_TRY(write_file_atomic(target.string(), *templates.find(header)));
+  }
+  MOEJIT_TRY(make_private_dirs(dir.string()));
+  fs::path tu = dir / kernel.source_name;
+  MOEJIT_TRY(write_file_atomic(tu.string(), kernel.source));
+  return tu.string();
+}
+
+}  // namespace moejit

@@ -1,0 +1,32 @@
+#pragma once
+// Facts about each target architecture that specs are validated against.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "spec/kernel_spec.hpp"
+
+namespace moejit {
+
+struct ArchInfo {
+  Arch arch;
+  std::string_view name;                 // "sm_90a"
+  int sm;                                // 90
+  bool arch_specific;                    // the `a` form
+  std::uint32_t max_shared_per_block;    // bytes of shared memory one block may opt in to
+};
+
+// Precondition: arch != Arch::none.
+const ArchInfo& arch_info(Arch arch);
+std::span<const ArchInfo> all_archs();
+std::optional<Arch> parse_arch(std::string_view name);
+
+// Names indexed by Arch value: "none", "sm_80", ...
+std::span<const std::string_view> arch_value_names();
+
+// The targets moejit builds and tests for: the `a` form where the architecture has one.
+std::span<const Arch> default_target_archs();
+
+}  // namespace moejit

@@ -1,0 +1,40 @@
+#pragma once
+// Arguments of the routing-align kernel and the sizes of its outputs. Plain C++ with no device
+// code: included by the kernel and by the host library that launches it, so both agree on the
+// layout by construction.
+
+#include "common/types.cuh"
+
+namespace moejit {
+
+// vLLM `moe_align_block_size` semantics. The (token, k) pairs, flattened to index
+// i = token * topk + k, are grouped by expert; each expert's group is padded with the
+// sentinel `numel` to a multiple of the block size, so that every block of `block_size`
+// consecutive slots belongs to one expert.
+struct MoeAlignParams {
+  const i32* topk_ids;       // [numel] expert of each (token, k); ids outside [0, E) are dropped
+  const i32* expert_map;     // [E] global -> local expert id (-1: not on this rank); null = identity
+  i32* sorted_token_ids;     // [align_max_padded(numel)] flat indices by expert; padding = numel
+  i32* expert_ids;           // [align_max_blocks(numel)] mapped expert of each block; -1 past the end
+  i32* num_tokens_post_pad;  // [1] slots in use (a multiple of the block size)
+  i32 numel;                 // tokens * topk
+};
+
+// Slots the outputs need for `numel` pairs: each of at most min(numel, E) non-empty experts
+// wastes fewer than `block_size` slots to padding.
+constexpr i64 align_max_padded(i64 numel, i64 experts, i64 block_size) {
+  const i64 busy = numel < experts ? numel : experts;
+  const i64 slots = numel + busy * (block_size - 1);
+  return (slots + block_size - 1) / block_size * block_size;
+}
+
+constexpr i64 align_max_blocks(i64 numel, i64 experts, i64 block_size) {
+  return align_max_padded(numel, experts, block_size) / block_size;
+}
+
+// Dynamic shared memory of the kernel: per-warp expert histograms and the expert offsets.
+constexpr i64 align_shared_bytes(i64 experts, i64 warps) {
+  return (warps * experts + experts + 1) * 4;
+}
+
+}  // namespace moejit

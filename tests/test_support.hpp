@@ -1,0 +1,71 @@
+#pragma once
+// Helpers shared by the test suites: temporary directories, child processes, log capture and
+// spec builders.
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cache/store.hpp"
+#include "runtime/kernel_resolver.hpp"
+#include "spec/kernel_spec.hpp"
+#include "support/log.hpp"
+
+namespace moejit::test {
+
+// A fresh directory under $TMPDIR, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct ProcessResult {
+  int exit_code = -1;  // -signal when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+// Runs `argv` with extra environment variables set, waits, and captures its output.
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env = {});
+
+// Starts `argv` in the background with stdout/stderr sent to /dev/null; returns its pid.
+int spawn_process(const std::vector<std::string>& argv,
+                  const std::map<std::string, std::string>& env = {});
+
+// Collects log messages for the lifetime of the object (replaces the sink).
+class LogCapture {
+ public:
+  LogCapture();
+  ~LogCapture();
+  std::vector<std::string> messages(LogLevel at_most = LogLevel::warn) const;
+  std::size_t count_containing(std::string_view needle) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<LogLevel, std::string>> messages_;
+};
+
+// Store options rooted in `dir`: writable root dir/store, locks in dir/locks.
+store::StoreOptions store_options_in(const TempDir& dir);
+
+// Resolver options rooted in `dir`, embedded templates, two compile threads.
+KernelResolver::Options resolver_options_in(const TempDir& dir);
+
+// A valid moe_align spec for the device backend.
+KernelSpec align_spec(std::uint32_t experts = 64, std::uint16_t bm = 16, std::uint16_t warps = 4,
+                      Arch arch = Arch::sm_90a);
+
+std::string slurp(const std::string& path);
+void write_text(const std::string& path, const std::string& text);
+
+}  // namespace moejit::test
