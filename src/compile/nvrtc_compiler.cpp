@@ -33,7 +33,7 @@ std::string program_log(const NvrtcApi& api, nvrtcProgram prog) {
 
 Result<NvrtcOptions> NvrtcCompiler::options_from_environment() {
   NvrtcOptions o;
-  MOEJIT_ASSIGN_OR_RETURN(o.use_pch, env_bool("MOEJIT_NVRTC_PCH", true));
+  MOEJIT_ASSIGN_OR_RETURN(o.use_pch, env_bool("MOEJIT_NVRTC_PCH", false));
   MOEJIT_ASSIGN_OR_RETURN(o.lineinfo, env_bool("MOEJIT_LINEINFO", false));
   return o;
 }

@@ -52,7 +52,7 @@ class KernelResolver {
     store::StoreOptions store;
     unsigned compile_threads = 1;
     bool frozen = false;  // a miss in memory and store is an error, never a compile
-    bool use_pch = true;
+    bool use_pch = false;
     bool lineinfo = false;
     std::shared_ptr<const codegen::TemplateSet> templates;  // null: from the environment
 
