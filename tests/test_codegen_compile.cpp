@@ -62,7 +62,7 @@ TEST_CASE("generated translation unit has includes first then Spec then the expl
   const std::string& src = g->source;
   auto include_at = src.find("#include \"moe/align.cuh\"");
   auto spec_at = src.find("struct Spec {");
-  auto inst_at = src.find("template __global__ void moejit::kernels::moe_align_kernel<"
+  auto inst_at = src.find("template MOEJIT_GLOBAL void moejit::kernels::moe_align_kernel<"
                           "moejit_generated::Spec>(moejit::MoeAlignParams);");
   REQUIRE(include_at != std::string::npos);
   REQUIRE(spec_at != std::string::npos);

@@ -44,7 +44,7 @@ Result<GeneratedKernel> generate_kernel(const KernelSpec& spec, const TemplateSe
     fmt::format_to(std::back_inserter(src), "  static constexpr {} {} = {};\n", c.type, c.name,
                    c.value);
   src += "};\n}  // namespace moejit_generated\n\n";
-  fmt::format_to(std::back_inserter(src), "template __global__ void {}({});\n", g.name_expression,
+  fmt::format_to(std::back_inserter(src), "template MOEJIT_GLOBAL void {}({});\n", g.name_expression,
                  recipe->params_type);
   return g;
 }

@@ -1,30 +1,58 @@
 #pragma once
-// Execution-space qualifiers and the thread/block coordinates, behind names that the host
-// backend can provide too. Kernels use these instead of threadIdx/blockIdx directly.
+// Where a kernel runs: the qualifiers, thread/block coordinates and dynamic shared memory, for
+// both targets. Device: NVRTC (or nvcc). Host: the system C++ compiler, with the CUDA thread
+// model provided by moejit's host executor (common/host_runtime.cuh). Kernels use these names
+// instead of __global__, threadIdx, blockIdx or extern __shared__ arrays.
 
 #include "common/types.cuh"
 
 #if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
 #define MOEJIT_TARGET_DEVICE 1
 #define MOEJIT_DEVICE __device__ __forceinline__
-#define MOEJIT_HOST_DEVICE __host__ __device__ __forceinline__
-#define MOEJIT_KERNEL extern "C++" __global__
+#define MOEJIT_GLOBAL __global__
+#define MOEJIT_LAUNCH_BOUNDS(threads) __launch_bounds__(threads)
 #else
-#error "moejit templates are compiled for the device (NVRTC) only in this build"
+#define MOEJIT_TARGET_HOST 1
+#define MOEJIT_DEVICE inline
+#define MOEJIT_GLOBAL
+#define MOEJIT_LAUNCH_BOUNDS(threads)
+#include "common/host_runtime.cuh"
 #endif
 
 namespace moejit::prim {
 
+#if MOEJIT_TARGET_DEVICE
+
 MOEJIT_DEVICE u32 thread_x() { return threadIdx.x; }
 MOEJIT_DEVICE u32 block_x() { return blockIdx.x; }
 MOEJIT_DEVICE u32 block_y() { return blockIdx.y; }
+MOEJIT_DEVICE u32 block_z() { return blockIdx.z; }
 MOEJIT_DEVICE u32 block_threads() { return blockDim.x; }
 MOEJIT_DEVICE u32 grid_x() { return gridDim.x; }
+MOEJIT_DEVICE u32 grid_y() { return gridDim.y; }
 
 // The block's dynamic shared memory (sized at launch), 16-byte aligned.
 MOEJIT_DEVICE unsigned char* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char moejit_dynamic_shared[];
   return moejit_dynamic_shared;
 }
+
+// Ends the launch with an error (device assertion).
+MOEJIT_DEVICE void trap(const char*) { asm volatile("trap;"); }
+
+#else
+
+MOEJIT_DEVICE host::ThreadState& self() { return *moejit_host_runtime->self(); }
+MOEJIT_DEVICE u32 thread_x() { return self().thread_idx.x; }
+MOEJIT_DEVICE u32 block_x() { return self().block_idx.x; }
+MOEJIT_DEVICE u32 block_y() { return self().block_idx.y; }
+MOEJIT_DEVICE u32 block_z() { return self().block_idx.z; }
+MOEJIT_DEVICE u32 block_threads() { return self().block_dim.x; }
+MOEJIT_DEVICE u32 grid_x() { return self().grid_dim.x; }
+MOEJIT_DEVICE u32 grid_y() { return self().grid_dim.y; }
+MOEJIT_DEVICE unsigned char* dynamic_shared() { return self().dynamic_shared; }
+MOEJIT_DEVICE void trap(const char* message) { moejit_host_runtime->trap(message); }
+
+#endif
 
 }  // namespace moejit::prim

@@ -1,10 +1,13 @@
 #pragma once
-// Barriers. PTX ISA: bar.sync a{, b} (barrier a, optionally b participating threads; memory
-// ordering as __syncthreads), bar.warp.sync membermask.
+// Barriers and fences. PTX ISA: bar.sync a{, b} (barrier a; b participating threads, a multiple
+// of the warp size; memory ordered as __syncthreads), bar.warp.sync membermask,
+// fence.acq_rel.gpu (membar.gl).
 
 #include "common/platform.cuh"
 
 namespace moejit::prim {
+
+#if MOEJIT_TARGET_DEVICE
 
 // All threads of the block; orders their shared and global memory accesses.
 MOEJIT_DEVICE void block_sync() { asm volatile("bar.sync 0;" ::: "memory"); }
@@ -18,5 +21,19 @@ MOEJIT_DEVICE void named_barrier_sync(u32 id, u32 threads) {
 MOEJIT_DEVICE void warp_sync(u32 mask = 0xffffffffu) {
   asm volatile("bar.warp.sync %0;" ::"r"(mask) : "memory");
 }
+
+// Orders this thread's memory accesses for every thread of the GPU (release/acquire).
+MOEJIT_DEVICE void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+#else
+
+MOEJIT_DEVICE void block_sync() { moejit_host_runtime->barrier(0, 0); }
+MOEJIT_DEVICE void named_barrier_sync(u32 id, u32 threads) { moejit_host_runtime->barrier(id, threads); }
+MOEJIT_DEVICE void warp_sync(u32 mask = 0xffffffffu) {
+  moejit_host_runtime->warp_exchange(mask, nullptr, nullptr, 0);
+}
+MOEJIT_DEVICE void fence_gpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+#endif
 
 }  // namespace moejit::prim

@@ -18,7 +18,7 @@
 namespace moejit::kernels {
 
 template <class Spec>
-__global__ void __launch_bounds__(Spec::warps * 32)
+MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
     moe_align_kernel(MoeAlignParams p) {
   using namespace moejit::prim;
   constexpr i32 E = Spec::experts;
