@@ -132,11 +132,16 @@ MOEJIT_DEVICE u32 pack_f16x2(float lo, float hi) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
-// Two f32 to two e4m3 bytes: `lo` in bits 0..7, `hi` in bits 8..15.
+// Two f32 to two e4m3 bytes: `lo` in bits 0..7, `hi` in bits 8..15. The instruction is
+// sm_89+; older targets run the twin (the same result, in software).
 MOEJIT_DEVICE u16 pack_e4m3x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
   u16 r;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
   return r;
+#else
+  return static_cast<u16>(twin::f32_to_e4m3(lo) | twin::f32_to_e4m3(hi) << 8);
+#endif
 }
 MOEJIT_DEVICE float f16_to_f32(u16 h) {
   float f;

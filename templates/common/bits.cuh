@@ -1,0 +1,64 @@
+#pragma once
+// Bit manipulation. PTX ISA: lop3.b32 d, a, b, c, immLut (any function of three inputs, the
+// table being F(0xF0, 0xCC, 0xAA)); prmt.b32 d, a, b, c (byte permute, default mode).
+
+#include "common/platform.cuh"
+
+namespace moejit::prim {
+
+namespace twin {
+
+// Bit i of the result is bit (4 a_i + 2 b_i + c_i) of `lut`.
+constexpr u32 lop3(u32 a, u32 b, u32 c, u32 lut) {
+  u32 d = 0;
+  for (u32 i = 0; i < 32; ++i) {
+    const u32 index = ((a >> i & 1u) << 2) | ((b >> i & 1u) << 1) | (c >> i & 1u);
+    d |= ((lut >> index) & 1u) << i;
+  }
+  return d;
+}
+
+// Byte i of the result is byte (c >> 4i) & 7 of the 8-byte value {b, a} (a = bytes 0..3);
+// if bit 3 of that selector nibble is set, the selected byte's sign bit is replicated instead.
+constexpr u32 prmt(u32 a, u32 b, u32 c) {
+  const u64 bytes = static_cast<u64>(a) | static_cast<u64>(b) << 32;
+  u32 d = 0;
+  for (u32 i = 0; i < 4; ++i) {
+    const u32 sel = (c >> (4 * i)) & 0xfu;
+    u32 byte = static_cast<u32>(bytes >> (8 * (sel & 7u))) & 0xffu;
+    if (sel & 8u) byte = (byte & 0x80u) ? 0xffu : 0x00u;
+    d |= byte << (8 * i);
+  }
+  return d;
+}
+
+}  // namespace twin
+
+#if MOEJIT_TARGET_DEVICE
+
+template <u32 kLut>
+MOEJIT_DEVICE u32 lop3(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(kLut));
+  return d;
+}
+
+MOEJIT_DEVICE u32 prmt(u32 a, u32 b, u32 selector) {
+  u32 d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+
+#else
+
+template <u32 kLut>
+MOEJIT_DEVICE u32 lop3(u32 a, u32 b, u32 c) { return twin::lop3(a, b, c, kLut); }
+MOEJIT_DEVICE u32 prmt(u32 a, u32 b, u32 selector) { return twin::prmt(a, b, selector); }
+
+#endif
+
+// Lookup tables for lop3, built the PTX way from the three operand patterns.
+inline constexpr u32 kLopA = 0xF0, kLopB = 0xCC, kLopC = 0xAA;
+inline constexpr u32 kLutAndOr = (kLopA & kLopB) | kLopC;  // (a & b) | c
+
+}  // namespace moejit::prim

@@ -1,0 +1,58 @@
+#pragma once
+// Vector loads and stores with cache hints. PTX ISA: ld.global.nc.L1::no_allocate.v4.u32
+// (read-only data streamed once), ld.shared.v4.u32, st.global.v4.u32, st.global.cs.v2.u32.
+// On the host these are plain copies.
+
+#include "common/platform.cuh"
+
+namespace moejit::prim {
+
+struct u32x4 {
+  u32 x, y, z, w;
+};
+struct u32x2 {
+  u32 x, y;
+};
+
+#if MOEJIT_TARGET_DEVICE
+
+MOEJIT_DEVICE u32x4 ld_global_stream_v4(const void* p) {
+  u32x4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+MOEJIT_DEVICE u32x4 ld_shared_v4(const void* p) {
+  u32x4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<u32>(__cvta_generic_to_shared(p))));
+  return v;
+}
+
+MOEJIT_DEVICE void st_global_v4(void* p, u32x4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// Streaming store (evict first): output written once and not read again by this kernel.
+MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) {
+  asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+}
+
+#else
+
+MOEJIT_DEVICE u32x4 ld_global_stream_v4(const void* p) {
+  u32x4 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+MOEJIT_DEVICE u32x4 ld_shared_v4(const void* p) { return ld_global_stream_v4(p); }
+MOEJIT_DEVICE void st_global_v4(void* p, u32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
+MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+#endif
+
+}  // namespace moejit::prim
