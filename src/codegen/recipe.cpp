@@ -7,7 +7,7 @@ namespace moejit::codegen {
 Result<const KernelRecipe*> find_recipe(Op op) {
   switch (op) {
     case Op::moe_align: return &kMoeAlignRecipe;
-    case Op::grouped_gemm:
+    case Op::grouped_gemm: return &kGroupedGemmRecipe;
     case Op::none: break;
   }
   return error(Code::unsupported, "field 'op' = {}: no kernel template for this op in this build",

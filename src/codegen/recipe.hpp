@@ -36,5 +36,6 @@ struct KernelRecipe {
 Result<const KernelRecipe*> find_recipe(Op op);
 
 extern const KernelRecipe kMoeAlignRecipe;
+extern const KernelRecipe kGroupedGemmRecipe;
 
 }  // namespace moejit::codegen

@@ -51,6 +51,58 @@ Status validate_moe_align(const KernelSpec& spec) {
   return {};
 }
 
+Status expect_one_of(std::string_view field, std::string_view value, bool ok, std::string_view expected,
+                     std::string_view why = {}) {
+  if (ok) return {};
+  return error(Code::invalid_argument, "field '{}' = {}: expected {}{}{}", field, value, expected,
+               why.empty() ? "" : " ", why);
+}
+
+Status validate_grouped_gemm(const KernelSpec& s) {
+  constexpr std::string_view op = "grouped_gemm";
+  const bool mxfp4 = s.weight == WeightFormat::mxfp4;
+  MOEJIT_TRY(expect_one_of("weight", to_string(s.weight), s.weight != WeightFormat::none,
+                           "mxfp4, int4_sym or int4_asym"));
+  MOEJIT_TRY(expect_one_of("scale", to_string(s.scale),
+                           mxfp4 ? s.scale == DType::e8m0 : (s.scale == DType::bf16 || s.scale == DType::f16),
+                           mxfp4 ? "e8m0" : "bf16 or f16", mxfp4 ? "(MXFP4 scales are E8M0)" : "(INT4 scales)"));
+  if (s.act == DType::e4m3)
+    return error(Code::unsupported,
+                 "field 'act' = e4m3: FP8 activations are not implemented yet; expected bf16 or f16");
+  MOEJIT_TRY(expect_one_of("act", to_string(s.act), s.act == DType::bf16 || s.act == DType::f16, "bf16 or f16"));
+  MOEJIT_TRY(expect_one_of("out", to_string(s.out),
+                           s.out == DType::bf16 || s.out == DType::f16 || s.out == DType::f32, "bf16, f16 or f32"));
+  MOEJIT_TRY(expect_one_of("layout", to_string(s.layout), s.layout != Layout::none,
+                           "indexed, contiguous or masked"));
+  MOEJIT_TRY(expect_one_of("epilogue", to_string(s.epilogue),
+                           s.epilogue != Epilogue::topk_weight || s.layout == Layout::indexed,
+                           "none, silu_and_mul or swiglu_oai", "(topk_weight needs the indexed layout)"));
+  if (s.n < 32 || s.n % 32 != 0)
+    return error(Code::invalid_argument, "field 'n' = {}: expected a positive multiple of 32 (the packed weight tile)", s.n);
+  if (s.k < 32 || s.k % 32 != 0)
+    return error(Code::invalid_argument, "field 'k' = {}: expected a positive multiple of 32 (the packed weight tile)", s.k);
+  if (mxfp4 && s.group_size != 32)
+    return error(Code::invalid_argument, "field 'group_size' = {}: expected 32 for mxfp4 (one E8M0 scale per 32 k)", s.group_size);
+  if (!mxfp4) {
+    const bool size_ok = s.group_size == 32 || s.group_size == 64 || s.group_size == 128 || s.group_size == s.k;
+    if (!size_ok)
+      return error(Code::invalid_argument,
+                   "field 'group_size' = {}: expected 32, 64, 128, or k = {} (per-channel)", s.group_size, s.k);
+    if (s.k % s.group_size != 0)
+      return error(Code::invalid_argument, "field 'group_size' = {}: does not divide k = {}", s.group_size, s.k);
+  }
+  MOEJIT_TRY(check_range("experts", s.experts, 1, 4096, op));
+  MOEJIT_TRY(check_pow2("bm", s.bm, 16, 128, op));
+  MOEJIT_TRY(check_pow2("bn", s.bn, 32, 256, op));
+  MOEJIT_TRY(check_pow2("bk", s.bk, 32, 128, op));
+  MOEJIT_TRY(check_range("stages", s.stages, 2, 6, op));
+  MOEJIT_TRY(check_pow2("warps", s.warps, 1, 8, op));
+  MOEJIT_TRY(check_range("split_k", s.split_k, 1, 64, op));
+  if (s.split_k > s.k / 32)
+    return error(Code::invalid_argument, "field 'split_k' = {}: expected at most k / 32 = {} splits", s.split_k, s.k / 32);
+  return {};
+}
+
 }  // namespace
 
 Status validate_spec(const KernelSpec& spec) {
@@ -65,9 +117,7 @@ Status validate_spec(const KernelSpec& spec) {
     return error(Code::invalid_argument, "field 'backend' is not set: expected device or host");
   switch (spec.op) {
     case Op::moe_align: return validate_moe_align(spec);
-    case Op::grouped_gemm:
-      return error(Code::unsupported,
-                   "field 'op' = grouped_gemm: this build has no grouped GEMM template yet");
+    case Op::grouped_gemm: return validate_grouped_gemm(spec);
     case Op::none: break;
   }
   return error(Code::invalid_argument, "field 'op' is not set: expected moe_align or grouped_gemm");

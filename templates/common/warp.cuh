@@ -168,6 +168,9 @@ MOEJIT_DEVICE u32 shfl_idx(u32 value, u32 src_lane, u32 mask = 0xffffffffu) {
 
 #endif
 
+// Index of the lowest set bit of a non-zero word.
+MOEJIT_DEVICE u32 lowest_set_bit(u32 x) { return popc((x & (0u - x)) - 1u); }
+
 // Inclusive prefix sum over the 32 lanes of a full warp.
 MOEJIT_DEVICE u32 warp_inclusive_sum(u32 value) {
   const u32 lane = lane_id();

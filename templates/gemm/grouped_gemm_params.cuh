@@ -34,14 +34,9 @@ enum class NibbleOrder : u32 {
 // and {2t+8, 2t+9} in register 1; the second k16 step adds 16.
 constexpr u32 packed_k_of_nibble(NibbleOrder order, u32 lane, u32 p) {
   const u32 t = lane % 4;
-  // Fragment element e (0..7): step e / 4, register (e / 2) % 2, half e % 2.
-  u32 e;
-  if (order == NibbleOrder::int4_pairs_p_p4) {
-    // nibble p (< 4) is the low half of register p, nibble p + 4 its high half.
-    e = (p % 4) * 2 + p / 4;
-  } else {
-    e = p;
-  }
+  // Fragment element e (0..7): step e / 4, register (e / 2) % 2, half e % 2. For int4, nibble
+  // p (< 4) is the low half of register p and nibble p + 4 its high half; for E2M1, e = p.
+  const u32 e = order == NibbleOrder::int4_pairs_p_p4 ? (p % 4) * 2 + p / 4 : p;
   const u32 step = e / 4, reg = (e / 2) % 2, half = e % 2;
   return 16 * step + 8 * reg + 2 * t + half;
 }
@@ -66,6 +61,28 @@ constexpr u32 act_and_mul_output_of_column(u32 c) { return 16 * (c / 32) + 8 * (
 constexpr u32 act_and_mul_half_of_column(u32 c) { return (c % 16) / 8; }
 constexpr u32 act_and_mul_column_of(u32 j, u32 half) {
   return 32 * (j / 16) + 16 * ((j % 16) / 8) + 8 * half + j % 8;
+}
+
+// ---- Compile-time choices, numbered as the host's KernelSpec enums (src/spec/kernel_spec.hpp;
+// the grouped-GEMM recipe checks that they agree) ----------------------------------------------
+namespace gemm_enum {
+inline constexpr int mxfp4 = 1, int4_sym = 2, int4_asym = 3;                   // weight
+inline constexpr int bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5;            // dtypes
+inline constexpr int indexed = 1, contiguous = 2, masked = 3;                   // layout
+inline constexpr int none = 0, silu_and_mul = 1, swiglu_oai = 2, topk_weight = 3;  // epilogue
+}  // namespace gemm_enum
+
+// Shared memory of one pipeline stage and of the whole kernel, in bytes. The stage holds the A
+// tile (bm x bk, 16-bit), the packed B tiles (bn x bk / 2), the scale rows the stage's k range
+// touches (bn each) and, for int4_asym, as many zero-point rows (bn bytes each).
+constexpr u32 gemm_scale_rows(u32 bk, u32 group) { return group >= bk ? 1 : bk / group; }
+constexpr u32 gemm_stage_bytes(u32 bm, u32 bn, u32 bk, u32 group, u32 scale_bytes, bool zeros) {
+  return bm * bk * 2 + bn * bk / 2 + gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0));
+}
+// Plus the per-row A offsets and C rows (8 bytes each) of the block's bm rows.
+constexpr u32 gemm_shared_bytes(u32 bm, u32 bn, u32 bk, u32 stages, u32 group, u32 scale_bytes,
+                                bool zeros) {
+  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros) + bm * 16;
 }
 
 // ---- Kernel arguments ----------------------------------------------------------------------
@@ -107,8 +124,11 @@ struct GroupedGemmParams {
   // topk_weight epilogue: C row id is scaled by topk_weights[id] (f32, one per pair).
   const float* topk_weights;
 
-  // split-K > 1: f32 partial sums [split_k][tiles][BM * BN] and one counter per output
-  // tile; counters start at zero and the kernel leaves them at zero.
+  // split-K > 1 (serial, deterministic): split z of an output tile waits until its counter
+  // reads z, adds its f32 partial sums to the tile's workspace, and passes the counter on; the
+  // last split runs the epilogue and resets the counter to zero. Workspace: one BM x BN f32 tile
+  // per output tile (gridDim.x * gridDim.y of them); counters: one per output tile, zero before
+  // the first launch and left at zero by every launch.
   float* workspace;
   u32* tile_counters;
 };
