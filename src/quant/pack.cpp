@@ -1,0 +1,128 @@
+// Logical weights -> moejit's packed layout.
+
+#include <bit>
+#include <cstring>
+
+#include "gemm/grouped_gemm_params.cuh"
+#include "quant/formats.hpp"
+#include "quant/pack_core.hpp"
+
+namespace moejit::quant {
+
+// Tile words and bf16/f16 scales are written in host byte order and copied to the device as is.
+static_assert(std::endian::native == std::endian::little, "the packed layout is little-endian, as GPUs are");
+
+u16 PackedWeights::scale_bits(u32 e, u32 group, u32 column) const {
+  const u64 at = scale_index(e, n, k, group_size, column, static_cast<u64>(group) * group_size);
+  if (scale_dtype == DType::e8m0) return scales[at];
+  u16 bits;
+  std::memcpy(&bits, &scales[at * 2], 2);
+  return bits;
+}
+
+namespace detail {
+
+Status check_pack_shape(const WeightShape& shape, RowOrder rows) {
+  MOEJIT_TRY(check_weight_format(shape.format, shape.group_size, shape.scale_dtype, shape.k));
+  if (shape.experts == 0) return error(Code::invalid_argument, "E = 0: expected at least one expert");
+  if (shape.n == 0 || shape.n % kTileN != 0)
+    return error(Code::invalid_argument, "N = {}: expected a positive multiple of {} (the packed tile width)",
+                 shape.n, kTileN);
+  if (shape.k % kTileK != 0)
+    return error(Code::invalid_argument, "K = {}: expected a positive multiple of {} (the packed tile depth)",
+                 shape.k, kTileK);
+  if (rows != RowOrder::plain && rows != RowOrder::concatenated && rows != RowOrder::interleaved)
+    return error(Code::invalid_argument, "rows = {}: expected plain, concatenated or interleaved",
+                 static_cast<int>(rows));
+  return ok_status();
+}
+
+namespace {
+
+// Writes expert `e` of `out` from one expert's logical tensors.
+void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, const ExpertView& v, u32 e,
+                 PackedWeights& out) {
+  const NibbleOrder order =
+      s.format == WeightFormat::mxfp4 ? NibbleOrder::e2m1_pairs_2q : NibbleOrder::int4_pairs_p_p4;
+  u32 k_of[32][8];
+  for (u32 lane = 0; lane < 32; ++lane)
+    for (u32 p = 0; p < 8; ++p) k_of[lane][p] = packed_k_of_nibble(order, lane, p);
+
+  for (u32 nt = 0; nt < s.n / kTileN; ++nt) {
+    for (u32 kt = 0; kt < s.k / kTileK; ++kt) {
+      u8* tile = out.qweight.data() + packed_tile_offset(e, s.n, s.k, nt, kt);
+      for (u32 lane = 0; lane < 32; ++lane) {
+        for (u32 w = 0; w < 4; ++w) {
+          const u32 column = kTileN * nt + 8 * w + lane / 4;
+          const u8* src = v.codes + static_cast<u64>(row_of_column[column]) * s.k + kTileK * kt;
+          u32 word = 0;
+          for (u32 p = 0; p < 8; ++p) word |= static_cast<u32>(src[k_of[lane][p]] & 0xF) << (4 * p);
+          std::memcpy(tile + 16 * lane + 4 * w, &word, 4);
+        }
+      }
+    }
+  }
+
+  const u32 groups = s.k / s.group_size, bytes = scale_bytes(s.scale_dtype);
+  for (u32 g = 0; g < groups; ++g) {
+    for (u32 column = 0; column < s.n; ++column) {
+      const u64 from = static_cast<u64>(row_of_column[column]) * groups + g;
+      const u64 to = scale_index(e, s.n, s.k, s.group_size, column, static_cast<u64>(g) * s.group_size);
+      std::memcpy(&out.scales[to * bytes], &v.scales[from], bytes);  // little-endian: the low byte first
+      if (v.zeros != nullptr) out.zeros[to] = v.zeros[from];
+    }
+  }
+}
+
+}  // namespace
+
+Result<PackedWeights> pack_experts(const WeightShape& shape, const PackOptions& options, const ExpertLoader& load) {
+  MOEJIT_TRY(check_pack_shape(shape, options.rows));
+  PackedWeights out;
+  out.format = shape.format;
+  out.group_size = shape.group_size;
+  out.scale_dtype = shape.scale_dtype;
+  out.experts = shape.experts;
+  out.n = shape.n;
+  out.k = shape.k;
+  out.act_and_mul = options.rows != RowOrder::plain;
+  if (!options.bias.empty()) {
+    MOEJIT_ASSIGN_OR_RETURN(out.bias, permute_bias(options.bias, shape.experts, shape.n, options.rows));
+  }
+  const u64 group_count = static_cast<u64>(shape.experts) * (shape.k / shape.group_size) * shape.n;
+  // Value-initialized: any byte the layout does not assign (none today) is zero, never garbage.
+  out.qweight.assign(packed_weight_bytes(shape.experts, shape.n, shape.k), 0);
+  out.scales.assign(group_count * scale_bytes(shape.scale_dtype), 0);
+  if (shape.format == WeightFormat::int4_asym) out.zeros.assign(group_count, 0);
+
+  std::vector<u32> row_of_column(shape.n);
+  for (u32 c = 0; c < shape.n; ++c) row_of_column[c] = row_of_packed_column(c, shape.n, options.rows);
+
+  for (u32 e = 0; e < shape.experts; ++e) {
+    MOEJIT_ASSIGN_OR_RETURN(const ExpertView view, load(e));
+    if (shape.format == WeightFormat::int4_asym && view.zeros == nullptr)
+      return error(Code::internal, "int4_asym expert {} has no zero points", e);
+    pack_expert(shape, row_of_column, view, e, out);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+Result<PackedWeights> pack(const QuantizedWeights& weights, const PackOptions& options) {
+  const detail::WeightShape shape{weights.format, weights.group_size, weights.scale_dtype,
+                                  weights.experts,  weights.n,          weights.k};
+  MOEJIT_TRY(detail::check_pack_shape(shape, options.rows));
+  MOEJIT_TRY(weights.validate());
+  const u64 codes_per_expert = static_cast<u64>(weights.n) * weights.k;
+  const u64 groups_per_expert = static_cast<u64>(weights.n) * weights.groups();
+  return detail::pack_experts(shape, options, [&](u32 e) -> Result<detail::ExpertView> {
+    detail::ExpertView v;
+    v.codes = weights.codes.data() + e * codes_per_expert;
+    v.scales = weights.scales.data() + e * groups_per_expert;
+    if (!weights.zeros.empty()) v.zeros = weights.zeros.data() + e * groups_per_expert;
+    return v;
+  });
+}
+
+}  // namespace moejit::quant

@@ -1,0 +1,74 @@
+#pragma once
+// moejit's packed weight layout (templates/README.md, "Packed weight layout";
+// gemm/grouped_gemm_params.cuh is its executable form and the only source of its arithmetic
+// here): packing from the logical form, unpacking back (tests prove round trips with it), and
+// the column permutation of act-and-mul weights that scales, zero points and bias follow.
+// Packers from the layouts engines hold (vLLM MXFP4, GPTQ, AWQ) are in engine_layouts.hpp.
+
+#include <span>
+#include <vector>
+
+#include "quant/quantized_weights.hpp"
+
+namespace moejit::quant {
+
+// The order of the source (logical) rows, and whether the weights are act-and-mul.
+enum class RowOrder : u8 {
+  // Ordinary weights: packed column c is logical row c.
+  plain = 0,
+  // Act-and-mul (N = 2I): gate rows 0..I-1, then up rows I..2I-1 (vLLM's w13).
+  concatenated = 1,
+  // Act-and-mul (N = 2I): gate at even rows, up at odd rows (gpt-oss checkpoints).
+  interleaved = 2,
+};
+
+const char* row_order_name(RowOrder order);
+
+// The packed column of logical row `row` of an N-row weight, and its inverse. For act-and-mul
+// orders they go through act_and_mul_column_of / act_and_mul_{output,half}_of_column.
+// Preconditions (checked by the packers): row, column < n; n % 32 == 0 for act-and-mul.
+u32 packed_column_of_row(u32 row, u32 n, RowOrder order);
+u32 row_of_packed_column(u32 column, u32 n, RowOrder order);
+
+struct PackedWeights {
+  WeightFormat format = WeightFormat::none;
+  u32 group_size = 0;
+  DType scale_dtype = DType::none;
+  u32 experts = 0, n = 0, k = 0;
+  bool act_and_mul = false;  // columns are in act-and-mul order (the source was not `plain`)
+
+  // packed_weight_bytes(E, N, K) bytes of 32x32 tiles.
+  std::vector<u8> qweight;
+  // [E][K/G][N] scales in packed column order, scale_bytes(scale_dtype) bytes each (bf16/f16
+  // little-endian, as the device reads them): ready to copy to the device as is.
+  std::vector<u8> scales;
+  // [E][K/G][N] zero points (0..15) in packed column order; int4_asym only, else empty.
+  std::vector<u8> zeros;
+  // [E][N] f32 bias in packed column order; empty when none was given.
+  std::vector<float> bias;
+
+  u32 groups() const { return group_size ? k / group_size : 0; }
+  // The raw bits of the scale of packed column `column`, group `group` of expert `e`.
+  u16 scale_bits(u32 e, u32 group, u32 column) const;
+};
+
+struct PackOptions {
+  RowOrder rows = RowOrder::plain;
+  std::span<const float> bias;  // optional [E][N] f32 in the source row order
+};
+
+// Packs logical weights (rows in `options.rows` order). Checks first: the format, N % 32,
+// K % 32, the group, the tensor sizes and the bias size; the Status names the bad argument.
+Result<PackedWeights> pack(const QuantizedWeights& weights, const PackOptions& options = {});
+
+// The logical weights of packed ones, rows in `rows` order: `plain` for ordinary weights,
+// `concatenated` or `interleaved` for act-and-mul ones (either may be asked of any act-and-mul
+// pack, whatever order it was packed from).
+Result<QuantizedWeights> unpack(const PackedWeights& packed, RowOrder rows);
+
+// [E][N] bias from source row order to packed column order, and back.
+Result<std::vector<float>> permute_bias(std::span<const float> bias, u32 experts, u32 n, RowOrder rows);
+Result<std::vector<float>> unpermute_bias(std::span<const float> packed_bias, u32 experts, u32 n,
+                                          RowOrder rows);
+
+}  // namespace moejit::quant

@@ -1,0 +1,304 @@
+// Packers from engine layouts (vLLM/gpt-oss MXFP4, GPTQ v1/v2, AWQ) equal the plain packer on
+// the same logical weights. The tests build each engine layout from logical weights with their
+// own encoders, written from the layouts' definitions (AWQ from AutoAWQ's pack order), not with
+// the library's readers.
+
+#include <doctest/doctest.h>
+
+#include "quant/engine_layouts.hpp"
+#include "test_quant_support.hpp"
+
+using namespace moejit;
+using namespace moejit::quant;
+using namespace moejit::test;
+
+namespace {
+
+struct Mxfp4Tensors {
+  std::vector<u8> blocks, scales;
+};
+
+Mxfp4Tensors to_vllm_mxfp4(const QuantizedWeights& w) {
+  Mxfp4Tensors t;
+  for (u32 e = 0; e < w.experts; ++e)
+    for (u32 n = 0; n < w.n; ++n) {
+      for (u32 j = 0; j < w.k / 2; ++j)
+        t.blocks.push_back(static_cast<u8>(w.codes[w.code_index(e, n, 2 * j)] |
+                                           w.codes[w.code_index(e, n, 2 * j + 1)] << 4));
+      for (u32 g = 0; g < w.k / 32; ++g) t.scales.push_back(static_cast<u8>(w.scales[w.group_index(e, n, g)]));
+    }
+  return t;
+}
+
+struct Int4Tensors {
+  std::vector<i32> qweight, qzeros;
+  std::vector<u16> scales;
+};
+
+i32 as_i32(u32 bits) { return static_cast<i32>(bits); }
+
+Int4Tensors to_gptq(const QuantizedWeights& w, GptqZeros zeros) {
+  Int4Tensors t;
+  const u32 G = w.groups();
+  for (u32 e = 0; e < w.experts; ++e) {
+    for (u32 r = 0; r < w.k / 8; ++r)
+      for (u32 n = 0; n < w.n; ++n) {
+        u32 word = 0;
+        for (u32 i = 0; i < 8; ++i) word |= static_cast<u32>(w.codes[w.code_index(e, n, 8 * r + i)]) << (4 * i);
+        t.qweight.push_back(as_i32(word));
+      }
+    for (u32 g = 0; g < G; ++g) {
+      for (u32 c = 0; c < w.n / 8; ++c) {
+        u32 word = 0;
+        for (u32 i = 0; i < 8; ++i) {
+          const u32 z = w.zero_of(e, 8 * c + i, g * w.group_size) - (zeros == GptqZeros::v1 ? 1 : 0);
+          word |= (z & 0xF) << (4 * i);
+        }
+        t.qzeros.push_back(as_i32(word));
+      }
+      for (u32 n = 0; n < w.n; ++n) t.scales.push_back(w.scales[w.group_index(e, n, g)]);
+    }
+  }
+  return t;
+}
+
+// AutoAWQ packs column 8c + order[i] into nibble i.
+constexpr u32 kPackOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+Int4Tensors to_awq(const QuantizedWeights& w) {
+  Int4Tensors t;
+  const u32 G = w.groups();
+  for (u32 e = 0; e < w.experts; ++e) {
+    for (u32 k = 0; k < w.k; ++k)
+      for (u32 c = 0; c < w.n / 8; ++c) {
+        u32 word = 0;
+        for (u32 i = 0; i < 8; ++i) word |= static_cast<u32>(w.codes[w.code_index(e, 8 * c + kPackOrder[i], k)]) << (4 * i);
+        t.qweight.push_back(as_i32(word));
+      }
+    for (u32 g = 0; g < G; ++g) {
+      for (u32 c = 0; c < w.n / 8; ++c) {
+        u32 word = 0;
+        for (u32 i = 0; i < 8; ++i) word |= static_cast<u32>(w.zeros[w.group_index(e, 8 * c + kPackOrder[i], g)]) << (4 * i);
+        t.qzeros.push_back(as_i32(word));
+      }
+      for (u32 n = 0; n < w.n; ++n) t.scales.push_back(w.scales[w.group_index(e, n, g)]);
+    }
+  }
+  return t;
+}
+
+void check_same_pack(const PackedWeights& a, const PackedWeights& b) {
+  CHECK(a.format == b.format);
+  CHECK(a.group_size == b.group_size);
+  CHECK(a.scale_dtype == b.scale_dtype);
+  CHECK(a.act_and_mul == b.act_and_mul);
+  CHECK(a.qweight == b.qweight);
+  CHECK(a.scales == b.scales);
+  CHECK(a.zeros == b.zeros);
+  CHECK(a.bias == b.bias);
+}
+
+constexpr RowOrder kRowOrders[] = {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved};
+
+}  // namespace
+
+TEST_CASE("AWQ nibble order is AutoAWQ's, undone by vLLM's reverse order") {
+  for (u32 j = 0; j < 8; ++j) {
+    CHECK(kAwqOrder[j] == kPackOrder[j]);
+    CHECK(kAwqOrder[kAwqReverseOrder[j]] == j);  // column j sits in nibble reverse[j]
+  }
+}
+
+TEST_CASE("vLLM / gpt-oss MXFP4 tensors pack like the plain packer") {
+  Rng rng;
+  MOEJIT_QUANT_SEED(rng);
+  const u32 E = 3, N = 64, K = 128;
+  for (RowOrder rows : kRowOrders) {
+    const std::string order_name = row_order_name(rows);
+    CAPTURE(order_name);
+    QuantizedWeights w = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, E, N, K);
+    w.scales[3] = 0x00;  // the extremes travel as any byte
+    w.scales[4] = 0xFE;
+    w.scales[5] = 0xFF;
+    const auto t = to_vllm_mxfp4(w);
+    std::vector<float> bias(E * N);
+    for (auto& b : bias) b = rng.normal_nonzero(1.0f);
+    const VllmMxfp4Weights src{t.blocks, t.scales, E, N, K};
+    auto logical = logical_from_vllm_mxfp4(src);
+    REQUIRE(logical.ok());
+    CHECK(logical->codes == w.codes);
+    CHECK(logical->scales == w.scales);
+    auto from_engine = pack_vllm_mxfp4(src, {rows, bias});
+    auto plain = pack(w, {rows, bias});
+    REQUIRE(from_engine.ok());
+    REQUIRE(plain.ok());
+    check_same_pack(*from_engine, *plain);
+  }
+}
+
+TEST_CASE("GPTQ v1 and v2 tensors pack like the plain packer") {
+  Rng rng;
+  MOEJIT_QUANT_SEED(rng);
+  const u32 E = 2, N = 64, K = 256;
+  for (GptqZeros version : {GptqZeros::v1, GptqZeros::v2}) {
+    for (WeightFormat format : {WeightFormat::int4_sym, WeightFormat::int4_asym}) {
+      for (u32 group : {32u, 64u, 128u, K}) {
+        for (DType dtype : {DType::f16, DType::bf16}) {
+          for (RowOrder rows : kRowOrders) {
+            CAPTURE(static_cast<int>(version));
+            CAPTURE(static_cast<int>(format));
+            CAPTURE(group);
+            CAPTURE(static_cast<int>(dtype));
+            const std::string order_name = row_order_name(rows);
+            CAPTURE(order_name);
+            // v1 cannot store zero 0 (it would be -1): its checkpoints have zeros 1..15.
+            const QuantizedWeights w = random_logical(rng, format, group, dtype, E, N, K,
+                                                      version == GptqZeros::v1 ? 1 : 0);
+            const auto t = to_gptq(w, version);
+            std::vector<i32> g_idx(K);
+            for (u32 k = 0; k < K; ++k) g_idx[k] = static_cast<i32>(k / group);  // trivial: accepted
+            GptqWeights src;
+            src.qweight = t.qweight;
+            src.qzeros = t.qzeros;
+            src.scales = t.scales;
+            src.g_idx = g_idx;
+            src.experts = E;
+            src.n = N;
+            src.k = K;
+            src.group_size = group;
+            src.scale_dtype = dtype;
+            src.zero_format = version;
+            src.symmetric = format == WeightFormat::int4_sym;
+            auto logical = logical_from_gptq(src);
+            REQUIRE(logical.ok());
+            CHECK(logical->codes == w.codes);
+            CHECK(logical->scales == w.scales);
+            CHECK(logical->zeros == w.zeros);
+            auto from_engine = pack_gptq(src, {rows, {}});
+            auto plain = pack(w, {rows, {}});
+            REQUIRE(from_engine.ok());
+            REQUIRE(plain.ok());
+            check_same_pack(*from_engine, *plain);
+            if (src.symmetric) {
+              src.qzeros = {};  // symmetric checkpoints without qzeros imply 8
+              auto no_zeros = pack_gptq(src, {rows, {}});
+              REQUIRE(no_zeros.ok());
+              check_same_pack(*no_zeros, *plain);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("AWQ tensors pack like the plain packer") {
+  Rng rng;
+  MOEJIT_QUANT_SEED(rng);
+  const u32 E = 2, N = 64, K = 256;
+  for (u32 group : {32u, 64u, 128u, K}) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (RowOrder rows : kRowOrders) {
+        CAPTURE(group);
+        const std::string order_name = row_order_name(rows);
+        CAPTURE(order_name);
+        const QuantizedWeights w = random_logical(rng, WeightFormat::int4_asym, group, dtype, E, N, K);
+        const auto t = to_awq(w);
+        AwqWeights src;
+        src.qweight = t.qweight;
+        src.qzeros = t.qzeros;
+        src.scales = t.scales;
+        src.experts = E;
+        src.n = N;
+        src.k = K;
+        src.group_size = group;
+        src.scale_dtype = dtype;
+        auto logical = logical_from_awq(src);
+        REQUIRE(logical.ok());
+        CHECK(logical->codes == w.codes);
+        CHECK(logical->zeros == w.zeros);
+        CHECK(logical->scales == w.scales);
+        auto from_engine = pack_awq(src, {rows, {}});
+        auto plain = pack(w, {rows, {}});
+        REQUIRE(from_engine.ok());
+        REQUIRE(plain.ok());
+        check_same_pack(*from_engine, *plain);
+      }
+    }
+  }
+}
+
+TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
+  Rng rng;
+  MOEJIT_QUANT_SEED(rng);
+  const u32 E = 2, N = 64, K = 128;
+  const QuantizedWeights mx = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, E, N, K);
+  auto m = to_vllm_mxfp4(mx);
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, N, K + 32}).status(), Code::invalid_argument,
+              {"mxfp4 blocks has", "E*N*K/2"});
+  m.scales.pop_back();
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, N, K}).status(), Code::invalid_argument,
+              {"mxfp4 scales has", "E*N*K/32"});
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, 40, K}).status(), Code::invalid_argument, {"N = 40"});
+
+  const QuantizedWeights asym = random_logical(rng, WeightFormat::int4_asym, 32, DType::f16, E, N, K, 1);
+  auto g = to_gptq(asym, GptqZeros::v1);
+  GptqWeights src;
+  src.qweight = g.qweight;
+  src.qzeros = g.qzeros;
+  src.scales = g.scales;
+  src.experts = E;
+  src.n = N;
+  src.k = K;
+  src.group_size = 32;
+  REQUIRE(pack_gptq(src).ok());
+
+  GptqWeights bad = src;
+  bad.desc_act = true;
+  check_error(pack_gptq(bad).status(), Code::unsupported, {"act-order", "not supported"});
+  std::vector<i32> g_idx(K);
+  for (u32 k = 0; k < K; ++k) g_idx[k] = static_cast<i32>((K - 1 - k) / 32);  // act-order permutation
+  bad = src;
+  bad.g_idx = g_idx;
+  check_error(pack_gptq(bad).status(), Code::unsupported, {"g_idx[0] = 3", "act-order"});
+  bad = src;
+  bad.g_idx = std::span<const i32>(g_idx).first(5);
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"g_idx has 5 elements"});
+  bad = src;
+  bad.qweight = std::span<const i32>(g.qweight).first(10);
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"GPTQ qweight has 10 int32", "E*(K/8)*N = 2048"});
+  bad = src;
+  bad.qzeros = {};
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"GPTQ qzeros has 0 int32"});
+  bad = src;
+  bad.scale_dtype = DType::f32;
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"scale dtype 'f32'"});
+  bad = src;
+  bad.group_size = 48;
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"group_size = 48"});
+
+  // v1 nibble 15 would be zero point 16.
+  std::vector<i32> zeros16 = g.qzeros;
+  zeros16[3] = as_i32(0xF0000000u | (static_cast<u32>(zeros16[3]) & 0x0FFFFFFFu));
+  bad = src;
+  bad.qzeros = zeros16;
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"column 31", "zero point 16"});
+  // A symmetric checkpoint whose zeros are not the symmetric ones.
+  bad = src;
+  bad.symmetric = true;
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"symmetric checkpoint has zero point 8 (stored 7)"});
+
+  auto a = to_awq(asym);
+  AwqWeights awq;
+  awq.qweight = a.qweight;
+  awq.qzeros = a.qzeros;
+  awq.scales = a.scales;
+  awq.experts = E;
+  awq.n = N;
+  awq.k = K;
+  awq.group_size = 64;
+  check_error(pack_awq(awq).status(), Code::invalid_argument, {"AWQ qzeros has", "E*(K/G)*(N/8) = 32"});
+  awq.group_size = 32;
+  awq.scales = std::span<const u16>(a.scales).first(7);
+  check_error(pack_awq(awq).status(), Code::invalid_argument, {"AWQ scales has 7 elements"});
+}
