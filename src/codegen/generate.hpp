@@ -2,7 +2,9 @@
 // Spec + template set -> one translation unit: a macro naming the template closure's hash, the
 // template's includes (so NVRTC's automatic PCH covers them and is shared by every spec of the
 // op and arch), then the generated Spec struct of constexpr values, then an explicit
-// instantiation of the kernel for that Spec.
+// instantiation of the kernel for that Spec. For the host backend the unit ends with the
+// symbols the host executor looks up (common/host_runtime.cuh): the runtime pointer, an entry
+// that runs the kernel for one thread, and the params size and ABI version it was built with.
 
 #include <cstdint>
 #include <string>
@@ -14,6 +16,8 @@
 #include "support/status.hpp"
 
 namespace moejit::codegen {
+
+struct KernelRecipe;
 
 struct GeneratedKernel {
   std::string entry;                // template entry, e.g. "moe/align.cuh"
@@ -28,6 +32,11 @@ struct GeneratedKernel {
 
 // Validates the spec (generic and template constraints) and generates its translation unit.
 Result<GeneratedKernel> generate_kernel(const KernelSpec& spec, const TemplateSet& templates);
+
+// The translation unit of `recipe` for `spec`, with the recipe's own check but not
+// validate_spec: for kernels that are not an op of the library (the host executor's tests).
+Result<GeneratedKernel> generate_from_recipe(const KernelSpec& spec, const KernelRecipe& recipe,
+                                             const TemplateSet& templates);
 
 // A readable, file-name-safe name for a spec: "moe_align-e512-bm64-w32-sm_90a".
 std::string spec_slug(const KernelSpec& spec);

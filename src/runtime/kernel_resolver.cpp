@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "codegen/generate.hpp"
+#include "compile/host_compiler.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "spec/spec_fields.hpp"
 #include "spec/spec_json.hpp"
@@ -91,16 +92,24 @@ Result<Resolution> KernelResolver::build(const KernelSpec& spec) {
 }
 
 Result<const KernelCompiler*> KernelResolver::compiler_for(Backend backend) {
-  if (backend != Backend::device)
-    return error(Code::unsupported,
-                 "field 'backend' = {}: this build has no compiler for it (host backend pending)",
-                 to_string(backend));
   std::lock_guard lock(compiler_mutex_);
-  if (!device_compiler_) {
-    NvrtcOptions o{.use_pch = options_.use_pch, .lineinfo = options_.lineinfo};
-    MOEJIT_ASSIGN_OR_RETURN(device_compiler_, NvrtcCompiler::create(o));
+  switch (backend) {
+    case Backend::device:
+      if (!device_compiler_) {
+        NvrtcOptions o{.use_pch = options_.use_pch, .lineinfo = options_.lineinfo};
+        MOEJIT_ASSIGN_OR_RETURN(device_compiler_, NvrtcCompiler::create(o));
+      }
+      return static_cast<const KernelCompiler*>(device_compiler_.get());
+    case Backend::host:
+      if (!host_compiler_) {
+        MOEJIT_ASSIGN_OR_RETURN(HostCompilerOptions o, HostCompiler::options_from_environment());
+        MOEJIT_ASSIGN_OR_RETURN(host_compiler_, HostCompiler::create(std::move(o)));
+      }
+      return static_cast<const KernelCompiler*>(host_compiler_.get());
+    case Backend::none: break;
   }
-  return static_cast<const KernelCompiler*>(device_compiler_.get());
+  return error(Code::invalid_argument, "field 'backend' = {}: expected device or host",
+               to_string(backend));
 }
 
 Result<KernelResolver::Prepared> KernelResolver::prepare(const KernelSpec& spec) {

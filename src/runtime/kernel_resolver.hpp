@@ -102,6 +102,7 @@ class KernelResolver {
 
   std::mutex compiler_mutex_;
   std::unique_ptr<KernelCompiler> device_compiler_;
+  std::unique_ptr<KernelCompiler> host_compiler_;
 
   struct Counters {
     std::atomic<std::uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, compile_us{0},

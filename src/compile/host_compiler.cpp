@@ -1,0 +1,175 @@
+#include "compile/host_compiler.hpp"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "compile/source_dump.hpp"
+#include "support/env.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+#include "support/subprocess.hpp"
+
+namespace moejit {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where the template root sits inside the compile directory. The compiler runs in that
+// directory, so `-I` names this relative path and the key can hold the very same flag.
+constexpr const char* kTemplateDir = "templates";
+constexpr const char* kOutputName = "kernel.so";
+
+// A mkdtemp directory, removed with its contents when the compile is over.
+class CompileDir {
+ public:
+  static Result<CompileDir> create() {
+    std::error_code ec;
+    fs::path base = fs::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string pattern = (base / "moejit-host-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      return error(Code::io_error, "cannot create a host compile directory from '{}': {}",
+                   pattern, std::strerror(errno));
+    return CompileDir(std::move(pattern));
+  }
+  CompileDir(CompileDir&& o) noexcept : path_(std::exchange(o.path_, {})) {}
+  CompileDir& operator=(CompileDir&&) = delete;
+  ~CompileDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    if (ec)
+      log(LogLevel::debug, "host compile directory '{}' not removed: {}", path_, ec.message());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit CompileDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// A scratch file for one compile: no fsync, unlike the store's writes, since nothing survives
+// the compile.
+Status write_scratch(const fs::path& path, std::string_view data) {
+  MOEJIT_TRY(make_private_dirs(path.parent_path().string()));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid())
+    return error(Code::io_error, "cannot create '{}': {}", path.string(), std::strerror(errno));
+  return write_all(fd.get(), data, path.string());
+}
+
+std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+// One probe of the compiler; its first output line, or an error naming the variable.
+Result<std::string> probe(const std::string& cxx, const char* flag) {
+  auto out = run_captured({cxx, flag});
+  if (!out.ok())
+    return error(Code::unavailable,
+                 "host compiler '{}' (MOEJIT_HOST_CXX, default c++): {}; expected a C++20 "
+                 "compiler in PATH",
+                 cxx, out.status().message());
+  if (out->exit_code != 0 || first_line(out->output).empty())
+    return error(Code::unavailable,
+                 "host compiler '{}' (MOEJIT_HOST_CXX, default c++): '{} {}' exited with {} "
+                 "and printed '{}'; expected a GCC- or Clang-compatible driver",
+                 cxx, cxx, flag, out->exit_code, first_line(out->output));
+  return first_line(out->output);
+}
+
+}  // namespace
+
+Result<HostCompilerOptions> HostCompiler::options_from_environment() {
+  HostCompilerOptions o;
+  if (auto cxx = env_string("MOEJIT_HOST_CXX")) o.cxx = *cxx;
+  return o;
+}
+
+Result<std::unique_ptr<HostCompiler>> HostCompiler::create(HostCompilerOptions options) {
+  MOEJIT_ASSIGN_OR_RETURN(std::string version, probe(options.cxx, "--version"));
+  MOEJIT_ASSIGN_OR_RETURN(std::string machine, probe(options.cxx, "-dumpmachine"));
+  std::string identity = fmt::format("{}; {}", version, machine);
+  return std::unique_ptr<HostCompiler>(new HostCompiler(std::move(options), std::move(identity)));
+}
+
+const std::vector<std::string>& HostCompiler::flags() {
+  // -ffp-contract=off and -fno-fast-math: the host twins follow the PTX ISA's rounding, which
+  // a fused multiply-add the source did not ask for would change. -fvisibility=hidden: see
+  // codegen's host entry. Under ASan the kernels are instrumented too, so that their
+  // out-of-bounds accesses to the caller's buffers are reported.
+  static const std::vector<std::string> kFlags = [] {
+    std::vector<std::string> f = {"-std=c++20", "-O2", "-fPIC", "-shared", "-ffp-contract=off",
+                                  "-fno-fast-math", "-fvisibility=hidden",
+                                  std::string("-I") + kTemplateDir};
+#if MOEJIT_SANITIZE_ADDRESS
+    f.push_back("-fsanitize=address");
+    f.push_back("-fno-omit-frame-pointer");
+#endif
+    return f;
+  }();
+  return kFlags;
+}
+
+std::string HostCompiler::key_flags(const KernelSpec&) const {
+  std::string joined;
+  for (const auto& f : flags()) {
+    if (!joined.empty()) joined += ' ';
+    joined += f;
+  }
+  return joined;
+}
+
+Result<CompiledKernel> HostCompiler::compile(const codegen::GeneratedKernel& kernel,
+                                             const codegen::TemplateSet& templates,
+                                             const KernelSpec&) const {
+  auto start = std::chrono::steady_clock::now();
+  MOEJIT_ASSIGN_OR_RETURN(CompileDir dir, CompileDir::create());
+  const fs::path root(dir.path());
+  for (const auto& header : kernel.headers) {
+    const std::string* text = templates.find(header);
+    if (text == nullptr)
+      return error(Code::internal, "template '{}' of {} vanished from its set", header,
+                   kernel.source_name);
+    MOEJIT_TRY(write_scratch(root / kTemplateDir / header, *text));
+  }
+  MOEJIT_TRY(write_scratch(root / kernel.source_name, kernel.source));
+
+  std::vector<std::string> argv = {options_.cxx};
+  argv.insert(argv.end(), flags().begin(), flags().end());
+  // The generated unit is named *.cu for NVRTC's diagnostics; it is C++ for this compiler.
+  argv.insert(argv.end(), {"-x", "c++", kernel.source_name, "-o", kOutputName});
+  auto ran = run_captured(argv, dir.path());
+  if (!ran.ok())
+    return error(Code::unavailable, "host compiler '{}' (MOEJIT_HOST_CXX) for {}: {}",
+                 options_.cxx, kernel.source_name, ran.status().message());
+
+  CompiledKernel out;
+  out.log = std::move(ran->output);
+  if (ran->exit_code != 0) {
+    auto dumped = dump_sources(kernel, templates);
+    return error(Code::compile_error,
+                 "host compiler '{}' failed to compile {} (exit status {}):\n{}\nsource: {}",
+                 options_.cxx, kernel.source_name, ran->exit_code, out.log,
+                 dumped.ok() ? *dumped : "not dumped: " + dumped.status().message());
+  }
+  if (dump_every_compile()) {
+    if (auto dumped = dump_sources(kernel, templates); !dumped.ok())
+      log(LogLevel::warn, "MOEJIT_DUMP_DIR: {}", dumped.status().message());
+  }
+  MOEJIT_ASSIGN_OR_RETURN(out.binary, read_file((root / kOutputName).string()));
+  out.lowered_name = kEntrySymbol;
+  out.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace moejit
