@@ -156,7 +156,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
     const u32 tiles_per_expert = (static_cast<u32>(m) + BM - 1) / BM;
     expert = static_cast<i32>(block_y() / tiles_per_expert);
     const i32 local = static_cast<i32>(block_y() % tiles_per_expert);
-    const i32 count = p.expert_counts[expert];
+    // Counts come from the device; one above max_m would write into the next expert's slab.
+    const i32 count = min_of(p.expert_counts[expert], m);
     if (local * static_cast<i32>(BM) >= count) return;
     for (u32 r = tid; r < BM; r += S::kThreads) {
       const i32 row = local * static_cast<i32>(BM) + static_cast<i32>(r);

@@ -118,7 +118,8 @@ struct GroupedGemmParams {
   // contiguous: expert e owns rows [expert_offsets[e], expert_offsets[e + 1]) of A and C.
   const i32* expert_offsets;
 
-  // masked: expert e owns rows [0, expert_counts[e]) of its max_m-row slab of A and C.
+  // masked: expert e owns rows [0, expert_counts[e]) of its max_m-row slab of A and C (a count
+  // above max_m is taken as max_m, a negative one as 0).
   const i32* expert_counts;
 
   // topk_weight epilogue: C row id is scaled by topk_weights[id] (f32, one per pair).

@@ -1,0 +1,302 @@
+#pragma once
+// Runs one grouped GEMM on the host backend against the fp64 reference (header-only, shared by
+// the grouped GEMM suites). Fresh random data every run; the output is poisoned (0xFF bytes:
+// NaN in every float type) before the launch and checked completely afterwards: rows the
+// layout writes must hold no poison and match the reference, rows it does not write must still
+// hold poison.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/numeric.cuh"
+#include "dispatch/grouped_gemm_launch.hpp"
+#include "dispatch/tile_configs.hpp"
+#include "host/launch.hpp"
+#include "moe/align_params.cuh"
+#include "quant/compare.hpp"
+#include "quant/pack.hpp"
+#include "quant/quantize.hpp"
+#include "quant/reference.hpp"
+#include "spec/spec_fields.hpp"
+#include "spec/spec_json.hpp"
+#include "test_support.hpp"
+
+namespace moejit::test {
+
+struct GemmCase {
+  WeightFormat weight = WeightFormat::mxfp4;
+  DType scale = DType::e8m0;
+  std::uint32_t group = 32;
+  DType act = DType::bf16;
+  DType out = DType::bf16;
+  Layout layout = Layout::indexed;
+  Epilogue epilogue = Epilogue::none;
+  std::uint32_t n = 128, k = 256;
+  std::uint32_t experts = 8;          // the spec's expert count
+  std::uint32_t touched_experts = 0;  // experts that get tokens and weights (0: all)
+  // indexed: tokens and topk (m = tokens * topk); contiguous: total rows; masked: max_m.
+  std::int32_t tokens = 12;
+  std::uint32_t topk = 2;
+  bool a_per_pair = false;           // indexed: A holds one row per pair (divisor 1), not per token
+  dispatch::TileConfig tile{16, 128, 64, 4, 4};
+  std::uint16_t split_k = 1;
+  bool bias = false;
+  bool drop_blocks = false;          // indexed: mark some blocks' expert -1 (expert parallelism)
+  // Edits the logical weights after quantization (edge scale bytes).
+  std::function<void(quant::QuantizedWeights&)> edit;
+};
+
+inline std::string describe(const GemmCase& c) {
+  return fmt::format("{} {} g{} act={} out={} {} {} n={} k={} E={} rows={} topk={} tile={}x{}x{}/{}s/{}w split={}{}",
+                     to_string(c.weight), to_string(c.scale), c.group, to_string(c.act), to_string(c.out),
+                     to_string(c.layout), to_string(c.epilogue), c.n, c.k, c.experts, c.tokens, c.topk,
+                     c.tile.bm, c.tile.bn, c.tile.bk, c.tile.stages, c.tile.warps, c.split_k,
+                     c.bias ? " bias" : "");
+}
+
+// vLLM moe_align_block_size, stable within an expert (the kernel's order; the GEMM does not care).
+struct AlignedRows {
+  std::vector<i32> sorted, expert_ids;
+  i32 post_pad = 0;
+};
+inline AlignedRows align_rows(const std::vector<i32>& ids, std::uint32_t experts, std::uint32_t bm) {
+  const i64 numel = static_cast<i64>(ids.size());
+  AlignedRows a;
+  a.sorted.assign(static_cast<std::size_t>(align_max_padded(numel, experts, bm)), static_cast<i32>(numel));
+  a.expert_ids.assign(static_cast<std::size_t>(align_max_blocks(numel, experts, bm)), -1);
+  std::vector<std::vector<i32>> by_expert(experts);
+  for (i64 i = 0; i < numel; ++i) by_expert[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)])].push_back(static_cast<i32>(i));
+  i32 slot = 0;
+  for (std::uint32_t e = 0; e < experts; ++e) {
+    for (std::size_t j = 0; j < by_expert[e].size(); ++j) a.sorted[static_cast<std::size_t>(slot) + j] = by_expert[e][j];
+    const i32 padded = static_cast<i32>((by_expert[e].size() + bm - 1) / bm * bm);
+    for (i32 b = slot / static_cast<i32>(bm); b < (slot + padded) / static_cast<i32>(bm); ++b)
+      a.expert_ids[static_cast<std::size_t>(b)] = static_cast<i32>(e);
+    slot += padded;
+  }
+  a.post_pad = slot;
+  return a;
+}
+
+inline double out_value(DType out, const std::vector<unsigned char>& c, std::size_t index) {
+  if (out == DType::f32) {
+    float f;
+    std::memcpy(&f, c.data() + 4 * index, 4);
+    return f;
+  }
+  u16 h;
+  std::memcpy(&h, c.data() + 2 * index, 2);
+  return out == DType::bf16 ? prim::twin::bf16_to_f32(h) : prim::twin::f16_to_f32(h);
+}
+
+// The reference as the output dtype can hold it (overflow to infinity included).
+inline double as_out_dtype(DType out, double v) {
+  const float f = static_cast<float>(v);
+  if (out == DType::f32) return f;
+  return out == DType::bf16 ? prim::twin::bf16_to_f32(prim::twin::f32_to_bf16(f))
+                            : prim::twin::f16_to_f32(prim::twin::f32_to_f16(f));
+}
+
+struct GemmOutcome {
+  double error = INFINITY;
+  std::size_t written_rows = 0;
+  std::vector<unsigned char> output;  // C as the kernel left it
+};
+
+// Runs the case on the host backend of `resolver`; every check is a doctest assertion.
+inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, std::uint32_t seed) {
+  CAPTURE(describe(c));
+  CAPTURE(seed);
+  std::mt19937 rng(seed);
+  GemmOutcome outcome;
+  const bool act_and_mul = c.epilogue == Epilogue::silu_and_mul || c.epilogue == Epilogue::swiglu_oai;
+  const std::uint32_t touched = c.touched_experts ? c.touched_experts : c.experts;
+  const std::uint32_t out_cols = act_and_mul ? c.n / 2 : c.n;
+
+  // Weights: random, quantized, packed.
+  std::normal_distribution<float> wdist(0.0f, 0.05f);
+  std::vector<float> w(static_cast<std::size_t>(touched) * c.n * c.k);
+  for (auto& v : w) v = wdist(rng);
+  auto q = quant::quantize(w, touched, c.n, c.k, {c.weight, c.group, c.scale});
+  REQUIRE_MESSAGE(q.ok(), q.status().message());
+  if (c.edit) c.edit(*q);
+  std::vector<float> bias;
+  if (c.bias) {
+    bias.resize(static_cast<std::size_t>(touched) * c.n);
+    for (auto& v : bias) v = wdist(rng) * 4;
+  }
+  quant::PackOptions pack_options;
+  pack_options.rows = act_and_mul ? quant::RowOrder::concatenated : quant::RowOrder::plain;
+  pack_options.bias = bias;
+  auto packed = quant::pack(*q, pack_options);
+  REQUIRE_MESSAGE(packed.ok(), packed.status().message());
+
+  // Rows of the layout.
+  GroupedGemmParams p{};
+  quant::ReferenceProblem ref;
+  ref.layout = c.layout;
+  ref.epilogue = c.epilogue;
+  ref.weights = &*q;
+  ref.bias = bias;
+  std::vector<i32> offsets, counts;
+  std::vector<float> topk_weights;
+  AlignedRows aligned;
+  std::int64_t a_rows = 0, c_rows = 0;
+  if (c.layout == Layout::indexed) {
+    const i32 numel = c.tokens * static_cast<i32>(c.topk);
+    std::vector<i32> ids;
+    std::vector<i32> choice(touched);
+    std::iota(choice.begin(), choice.end(), 0);
+    for (i32 t = 0; t < c.tokens; ++t) {
+      std::shuffle(choice.begin(), choice.end(), rng);
+      for (std::uint32_t j = 0; j < c.topk; ++j) ids.push_back(choice[j % touched]);
+    }
+    aligned = align_rows(ids, c.experts, c.tile.bm);
+    if (c.drop_blocks)
+      for (std::size_t b = 0; b < aligned.expert_ids.size(); b += 3) aligned.expert_ids[b] = -1;
+    std::uniform_real_distribution<float> tw(0.1f, 1.0f);
+    topk_weights.resize(static_cast<std::size_t>(numel));
+    for (auto& v : topk_weights) v = tw(rng);
+    p.m = numel;
+    p.sorted_token_ids = aligned.sorted.data();
+    p.expert_ids = aligned.expert_ids.data();
+    p.num_tokens_post_pad = &aligned.post_pad;
+    p.a_row_divisor = c.a_per_pair ? 1 : static_cast<i32>(c.topk);
+    p.topk_weights = topk_weights.data();
+    a_rows = c.a_per_pair ? numel : c.tokens;
+    c_rows = numel;
+    ref.m = numel;
+    ref.block_m = c.tile.bm;
+    ref.sorted_token_ids = aligned.sorted;
+    ref.expert_ids = aligned.expert_ids;
+    ref.num_tokens_post_pad = aligned.post_pad;
+    ref.a_row_divisor = p.a_row_divisor;
+    ref.topk_weights = topk_weights;
+  } else if (c.layout == Layout::contiguous) {
+    offsets.assign(c.experts + 1, 0);
+    std::vector<i32> rows(c.experts, 0);
+    for (i32 r = 0; r < c.tokens; ++r) rows[rng() % touched]++;
+    if (touched > 2) rows[1] = 0;  // an expert with no rows
+    for (std::uint32_t e = 0; e < c.experts; ++e) offsets[e + 1] = offsets[e] + rows[e];
+    p.m = offsets[c.experts];
+    p.expert_offsets = offsets.data();
+    a_rows = c_rows = p.m;
+    ref.m = p.m;
+    ref.expert_offsets = offsets;
+  } else {
+    counts.assign(c.experts, 0);
+    for (std::uint32_t e = 0; e < touched; ++e) counts[e] = static_cast<i32>(rng() % (static_cast<std::uint32_t>(c.tokens) + 1));
+    if (touched > 1) counts[0] = c.tokens;  // one full slab
+    if (touched > 2) counts[1] = 0;         // one empty expert
+    p.m = c.tokens;
+    p.expert_counts = counts.data();
+    a_rows = c_rows = static_cast<std::int64_t>(c.experts) * c.tokens;
+    ref.m = c.tokens;
+    ref.expert_counts = counts;
+  }
+
+  // A: random activations, exactly representable in the act dtype.
+  const std::int64_t lda = c.k;
+  std::vector<u16> a(static_cast<std::size_t>(std::max<std::int64_t>(a_rows, 1) * lda));
+  std::vector<double> a_values(a.size());
+  std::normal_distribution<float> adist(0.0f, 1.0f);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const float v = adist(rng);
+    a[i] = c.act == DType::bf16 ? prim::twin::f32_to_bf16(v) : prim::twin::f32_to_f16(v);
+    a_values[i] = c.act == DType::bf16 ? prim::twin::bf16_to_f32(a[i]) : prim::twin::f16_to_f32(a[i]);
+  }
+  ref.a = std::span<const double>(a_values).first(static_cast<std::size_t>(a_rows * lda));
+
+  // C: poisoned.
+  const std::size_t out_bytes = c.out == DType::f32 ? 4 : 2;
+  const std::int64_t ldc = out_cols;
+  std::vector<unsigned char> out(static_cast<std::size_t>(std::max<std::int64_t>(c_rows, 1) * ldc) * out_bytes, 0xff);
+
+  KernelSpec spec{};
+  spec.op = Op::grouped_gemm;
+  spec.backend = Backend::host;
+  spec.arch = Arch::sm_90a;
+  spec.weight = c.weight;
+  spec.scale = c.scale;
+  spec.act = c.act;
+  spec.out = c.out;
+  spec.layout = c.layout;
+  spec.epilogue = c.epilogue;
+  spec.group_size = c.group;
+  spec.n = c.n;
+  spec.k = c.k;
+  spec.experts = c.experts;
+  spec = dispatch::with_tile(spec, c.tile);
+  spec.split_k = c.split_k;
+  CAPTURE(spec_to_json(spec));
+
+  p.a = a.data();
+  p.lda = lda;
+  p.b = packed->qweight.data();
+  p.b_scales = packed->scales.data();
+  p.b_zeros = packed->zeros.empty() ? nullptr : packed->zeros.data();
+  p.bias = packed->bias.empty() ? nullptr : packed->bias.data();
+  p.c = out.data();
+  p.ldc = ldc;
+
+  const auto shape = dispatch::grouped_gemm_launch_shape(spec, p.m);
+  std::vector<float> workspace(dispatch::grouped_gemm_workspace_bytes(spec, shape) / sizeof(float) + 4, NAN);
+  std::vector<u32> counters(dispatch::grouped_gemm_counter_count(spec, shape) + 1, 0);
+  if (spec.split_k > 1) {
+    p.workspace = workspace.data();
+    p.tile_counters = counters.data();
+  }
+  const Status checked = dispatch::check_grouped_gemm_params(spec, p);
+  REQUIRE_MESSAGE(checked.ok(), checked.message());
+
+  auto resolved = resolver.resolve(spec);
+  REQUIRE_MESSAGE(resolved.ok(), resolved.status().message());
+  if (shape.grid[1] > 0) {
+    HostLaunchShape launch;
+    launch.grid = {shape.grid[0], shape.grid[1], shape.grid[2]};
+    launch.block = {shape.block_threads, 1, 1};
+    launch.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+    const Status ran = launch_host_kernel(*resolved->kernel, &p, sizeof p, launch);
+    REQUIRE_MESSAGE(ran.ok(), ran.message());
+  }
+  for (u32 counter : counters) CHECK(counter == 0);  // the kernel leaves split-K counters at zero
+
+  auto expected = quant::reference_grouped_gemm(ref);
+  REQUIRE_MESSAGE(expected.ok(), expected.status().message());
+  REQUIRE(expected->cols == out_cols);
+  REQUIRE(static_cast<std::int64_t>(expected->rows) == c_rows);
+
+  // Written rows: no poison left; rows not written: every byte still poison.
+  std::vector<double> got(expected->c.size()), want(expected->c.size());
+  std::size_t poisoned_in_written = 0, touched_in_unwritten = 0;
+  for (std::size_t r = 0; r < expected->rows; ++r) {
+    const bool written = expected->written[r] != 0;
+    outcome.written_rows += written;
+    for (std::size_t col = 0; col < out_cols; ++col) {
+      const std::size_t index = r * static_cast<std::size_t>(ldc) + col;
+      bool poison = true;
+      for (std::size_t b = 0; b < out_bytes; ++b) poison &= out[index * out_bytes + b] == 0xff;
+      if (written) poisoned_in_written += poison;
+      else touched_in_unwritten += !poison;
+      got[r * out_cols + col] = out_value(c.out, out, index);
+      want[r * out_cols + col] = as_out_dtype(c.out, expected->c[r * out_cols + col]);
+    }
+  }
+  CHECK(poisoned_in_written == 0);
+  CHECK(touched_in_unwritten == 0);
+  outcome.error = quant::relative_frobenius_error(got, want, out_cols, expected->written);
+  const double tolerance = c.out == DType::f32 ? 5e-3 : 1e-2;
+  CHECK(outcome.error < tolerance);
+  outcome.output = std::move(out);
+  return outcome;
+}
+
+}  // namespace moejit::test
