@@ -52,7 +52,8 @@ struct Runtime {
   // cp.async.wait_group `pending`: performs the copies of every committed group except the
   // newest `pending` ones. Copies not yet committed are never performed by a wait.
   void (*cp_async_wait)(u32 pending);
-  // A failed device-side check: ends the launch with an error carrying `message`.
+  // A failed device-side check: ends the launch with an error carrying `message`. Never
+  // returns: the calling fiber is abandoned.
   void (*trap)(const char* message);
 };
 

@@ -44,6 +44,10 @@ MOEJIT_LDMATRIX(ldmatrix_x4_trans, "x4.trans", 4, "{%0,%1,%2,%3}", "=r"(r[0]), "
 
 template <u32 N>
 MOEJIT_DEVICE void ldmatrix_host(u32 (&r)[N], const void* row, bool trans) {
+  // Every lane's row address (the device reads those of lanes 0 .. 8N-1): 16-byte rows in
+  // shared memory, 16-byte aligned.
+  check_aligned(row, 16, "ldmatrix: row address not 16-byte aligned");
+  check_shared(row, 16, "ldmatrix: row address outside the block's shared memory");
   const u8* mine = static_cast<const u8*>(row);
   const u8* rows[32];
   moejit_host_runtime->warp_exchange(0xffffffffu, &mine, rows, sizeof mine);

@@ -45,13 +45,26 @@ MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) {
 #else
 
 MOEJIT_DEVICE u32x4 ld_global_stream_v4(const void* p) {
+  check_aligned(p, 16, "ld.global.nc.v4: address not 16-byte aligned");
   u32x4 v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-MOEJIT_DEVICE u32x4 ld_shared_v4(const void* p) { return ld_global_stream_v4(p); }
-MOEJIT_DEVICE void st_global_v4(void* p, u32x4 v) { __builtin_memcpy(p, &v, sizeof v); }
-MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) { __builtin_memcpy(p, &v, sizeof v); }
+MOEJIT_DEVICE u32x4 ld_shared_v4(const void* p) {
+  check_aligned(p, 16, "ld.shared.v4: address not 16-byte aligned");
+  check_shared(p, 16, "ld.shared.v4: address outside the block's shared memory");
+  u32x4 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+MOEJIT_DEVICE void st_global_v4(void* p, u32x4 v) {
+  check_aligned(p, 16, "st.global.v4: address not 16-byte aligned");
+  __builtin_memcpy(p, &v, sizeof v);
+}
+MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) {
+  check_aligned(p, 8, "st.global.cs.v2: address not 8-byte aligned");
+  __builtin_memcpy(p, &v, sizeof v);
+}
 
 #endif
 

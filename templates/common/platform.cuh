@@ -38,7 +38,10 @@ MOEJIT_DEVICE unsigned char* dynamic_shared() {
 }
 
 // Ends the launch with an error (device assertion).
-MOEJIT_DEVICE void trap(const char*) { asm volatile("trap;"); }
+[[noreturn]] MOEJIT_DEVICE void trap(const char*) {
+  asm volatile("trap;");
+  __builtin_unreachable();
+}
 
 #else
 
@@ -51,7 +54,21 @@ MOEJIT_DEVICE u32 block_threads() { return self().block_dim.x; }
 MOEJIT_DEVICE u32 grid_x() { return self().grid_dim.x; }
 MOEJIT_DEVICE u32 grid_y() { return self().grid_dim.y; }
 MOEJIT_DEVICE unsigned char* dynamic_shared() { return self().dynamic_shared; }
-MOEJIT_DEVICE void trap(const char* message) { moejit_host_runtime->trap(message); }
+[[noreturn]] MOEJIT_DEVICE void trap(const char* message) {
+  moejit_host_runtime->trap(message);  // ends the fiber: never returns
+  __builtin_unreachable();
+}
+
+// The checks the device makes in hardware (misaligned or out-of-space addresses fault there),
+// made explicitly so the host backend fails where the GPU would.
+MOEJIT_DEVICE void check_aligned(const void* p, u64 bytes, const char* what) {
+  if (reinterpret_cast<u64>(p) % bytes != 0) trap(what);
+}
+MOEJIT_DEVICE void check_shared(const void* p, u64 bytes, const char* what) {
+  const unsigned char* base = self().dynamic_shared;
+  const unsigned char* q = static_cast<const unsigned char*>(p);
+  if (q < base || q + bytes > base + self().dynamic_shared_bytes) trap(what);
+}
 
 #endif
 
