@@ -104,3 +104,88 @@ TEST_CASE("template constraints require shared memory to fit the target") {
                                        *codegen::TemplateSet::embedded()).status(),
               Code::invalid_argument, {"sm_86", "101376"});
 }
+
+namespace {
+
+KernelSpec gemm_spec() {
+  KernelSpec s{};
+  s.op = Op::grouped_gemm;
+  s.arch = Arch::sm_90a;
+  s.backend = Backend::device;
+  s.weight = WeightFormat::int4_asym;
+  s.scale = DType::bf16;
+  s.act = DType::bf16;
+  s.out = DType::bf16;
+  s.layout = Layout::indexed;
+  s.epilogue = Epilogue::none;
+  s.group_size = 128;
+  s.n = 4096;
+  s.k = 7168;
+  s.experts = 256;
+  s.bm = 16;
+  s.bn = 128;
+  s.bk = 64;
+  s.stages = 4;
+  s.warps = 4;
+  s.split_k = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("grouped GEMM specs: alignment, groups, formats and tiles are checked with named fields") {
+  CHECK(validate_spec(gemm_spec()).ok());
+  KernelSpec s = gemm_spec();
+  s.n = 4100;
+  check_error(validate_spec(s), Code::invalid_argument, {"'n' = 4100", "multiple of 32"});
+  s = gemm_spec();
+  s.k = 7000;
+  check_error(validate_spec(s), Code::invalid_argument, {"'k' = 7000", "multiple of 32"});
+  s = gemm_spec();
+  s.k = 7200;  // a multiple of 32 that 128 does not divide
+  check_error(validate_spec(s), Code::invalid_argument, {"'group_size' = 128", "does not divide k = 7200"});
+  s = gemm_spec();
+  s.group_size = 96;
+  check_error(validate_spec(s), Code::invalid_argument, {"'group_size' = 96", "32, 64, 128, or k"});
+  s = gemm_spec();
+  s.weight = WeightFormat::mxfp4;
+  check_error(validate_spec(s), Code::invalid_argument, {"'scale' = bf16", "e8m0"});
+  s.scale = DType::e8m0;
+  check_error(validate_spec(s), Code::invalid_argument, {"'group_size' = 128", "expected 32 for mxfp4"});
+  s = gemm_spec();
+  s.act = DType::e4m3;
+  check_error(validate_spec(s), Code::unsupported, {"'act' = e4m3", "not implemented"});
+  s = gemm_spec();
+  s.layout = Layout::contiguous;
+  s.epilogue = Epilogue::topk_weight;
+  check_error(validate_spec(s), Code::invalid_argument, {"'epilogue' = topk_weight", "indexed layout"});
+  s = gemm_spec();
+  s.split_k = 300;
+  check_error(validate_spec(s), Code::invalid_argument, {"'split_k' = 300"});
+  s = gemm_spec();
+  s.bn = 48;
+  check_error(validate_spec(s), Code::invalid_argument, {"'bn' = 48", "power of two"});
+  s = gemm_spec();
+  s.m = 16;  // a pinned M is legal
+  CHECK(validate_spec(s).ok());
+}
+
+TEST_CASE("grouped GEMM template constraints: warp split and shared memory per target") {
+  auto templates = codegen::TemplateSet::embedded();
+  KernelSpec s = gemm_spec();
+  s.bn = 64;  // 4 warps side by side need 4 x 32 columns
+  check_error(codegen::generate_kernel(s, *templates).status(), Code::invalid_argument,
+              {"'warps' = 4", "'bn' = 64"});
+  s = gemm_spec();
+  s.bm = 128;
+  s.bn = 256;
+  s.bk = 128;
+  s.stages = 6;
+  s.warps = 8;
+  s.arch = Arch::sm_86;  // 6 x 49 KB stages: fits sm_90a's 227 KB, not sm_86's 99 KB
+  check_error(codegen::generate_kernel(s, *templates).status(), Code::invalid_argument,
+              {"shared memory", "sm_86"});
+  s.arch = Arch::sm_90a;
+  s.stages = 4;
+  CHECK(codegen::generate_kernel(s, *templates).ok());
+}
