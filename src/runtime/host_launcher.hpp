@@ -1,0 +1,27 @@
+#pragma once
+// The host backend's Launcher: kernels run on moejit's SIMT executor, memory is host memory,
+// everything is synchronous (streams are ignored).
+
+#include "runtime/launcher.hpp"
+
+namespace moejit {
+
+class HostLauncher final : public Launcher {
+ public:
+  // `arch` bounds tile choices (shared memory) as that GPU would; sm_90a by default.
+  explicit HostLauncher(Arch arch = Arch::sm_90a) : arch_(arch) {}
+
+  Backend backend() const override { return Backend::host; }
+  Arch arch() const override { return arch_; }
+  Status launch(const ResolvedKernel& kernel, const LaunchDims& dims, const void* params,
+                std::size_t params_bytes, void* stream) override;
+  Status copy_to_backend(void* dst, const void* src, std::size_t bytes, void* stream) override;
+  Status copy_from_backend(void* dst, const void* src, std::size_t bytes, void* stream) override;
+  Status fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) override;
+  Status synchronize(void*) override { return {}; }
+
+ private:
+  Arch arch_;
+};
+
+}  // namespace moejit

@@ -1,0 +1,45 @@
+#pragma once
+// Where resolved kernels run: the device backend (CUDA driver, src/runtime/device_launcher) or
+// the host backend (src/host executor, src/runtime/host_launcher). The ops in src/dispatch/
+// talk to this interface only, so the same op code drives both.
+//
+// launch() is on the hot path: implementations neither allocate nor format on it once the
+// kernel is loaded, and never synchronize the host (graph capture must work).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/kernel_resolver.hpp"
+#include "spec/kernel_spec.hpp"
+#include "support/status.hpp"
+
+namespace moejit {
+
+struct LaunchDims {
+  std::uint32_t grid[3] = {1, 1, 1};
+  std::uint32_t block[3] = {1, 1, 1};
+  std::uint32_t dynamic_shared_bytes = 0;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+
+  virtual Backend backend() const = 0;
+  // The architecture specs for this launcher are built for (the device's, for the device).
+  virtual Arch arch() const = 0;
+
+  // Runs `kernel` (resolved for backend()) with its by-value params struct on `stream`
+  // (a CUstream for the device, ignored by the host, which runs synchronously).
+  virtual Status launch(const ResolvedKernel& kernel, const LaunchDims& dims, const void* params,
+                        std::size_t params_bytes, void* stream) = 0;
+
+  // Memory transfers between host memory and this backend's memory, ordered on `stream`.
+  virtual Status copy_to_backend(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  virtual Status copy_from_backend(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  virtual Status fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) = 0;
+  // Waits until everything queued on `stream` has finished.
+  virtual Status synchronize(void* stream) = 0;
+};
+
+}  // namespace moejit
