@@ -1,9 +1,9 @@
 #pragma once
-// Runs one grouped GEMM on the host backend against the fp64 reference (header-only, shared by
-// the grouped GEMM suites). Fresh random data every run; the output is poisoned (0xFF bytes:
-// NaN in every float type) before the launch and checked completely afterwards: rows the
-// layout writes must hold no poison and match the reference, rows it does not write must still
-// hold poison.
+// Runs one grouped GEMM on a backend (any Launcher: the host executor or a GPU) against the
+// fp64 reference (header-only, shared by the host and device grouped GEMM suites). Fresh random
+// data every run; the output is poisoned (0xFF bytes: NaN in every float type) before the launch
+// and checked completely afterwards: rows the layout writes must hold no poison and match the
+// reference, rows it does not write must still hold poison.
 
 #include <doctest/doctest.h>
 
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -19,12 +20,13 @@
 #include "common/numeric.cuh"
 #include "dispatch/grouped_gemm_launch.hpp"
 #include "dispatch/tile_configs.hpp"
-#include "host/launch.hpp"
 #include "moe/align_params.cuh"
 #include "quant/compare.hpp"
 #include "quant/pack.hpp"
 #include "quant/quantize.hpp"
 #include "quant/reference.hpp"
+#include "runtime/device_buffer.hpp"
+#include "runtime/host_launcher.hpp"
 #include "spec/spec_fields.hpp"
 #include "spec/spec_json.hpp"
 #include "test_support.hpp"
@@ -111,9 +113,89 @@ struct GemmOutcome {
   std::vector<unsigned char> output;  // C as the kernel left it
 };
 
-// Runs the case on the host backend of `resolver`; every check is a doctest assertion.
-inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, std::uint32_t seed) {
+// The kernel a case runs on `backend` for `arch` (suites resolve these ahead, in parallel).
+inline KernelSpec gemm_case_spec(const GemmCase& c, Backend backend, Arch arch) {
+  KernelSpec spec{};
+  spec.op = Op::grouped_gemm;
+  spec.backend = backend;
+  spec.arch = arch;
+  spec.weight = c.weight;
+  spec.scale = c.scale;
+  spec.act = c.act;
+  spec.out = c.out;
+  spec.layout = c.layout;
+  spec.epilogue = c.epilogue;
+  spec.group_size = c.group;
+  spec.n = c.n;
+  spec.k = c.k;
+  spec.experts = c.experts;
+  spec = dispatch::with_tile(spec, c.tile);
+  spec.split_k = c.split_k;
+  return spec;
+}
+
+// Memory the launcher's kernels read and write, filled from host data: exact-size host
+// allocations for the host backend (so AddressSanitizer sees a kernel overrun one), device
+// allocations for the device backend. Transfers go through the Launcher interface on the
+// default stream.
+class BackendMemory {
+ public:
+  explicit BackendMemory(Launcher& launcher) : launcher_(launcher) {
+    if (launcher.backend() == Backend::device) {
+      device_ = dynamic_cast<DeviceLauncher*>(&launcher);
+      REQUIRE_MESSAGE(device_ != nullptr, "a device-backend Launcher that is not a DeviceLauncher");
+    }
+  }
+
+  void* upload(const void* data, std::size_t bytes) {
+    void* p = allocate(bytes);
+    const Status s = launcher_.copy_to_backend(p, data, bytes, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    return p;
+  }
+  template <typename T>
+  T* upload(const std::vector<T>& v) {
+    return static_cast<T*>(upload(v.data(), v.size() * sizeof(T)));
+  }
+  void* filled(std::size_t bytes, std::uint8_t value) {
+    void* p = allocate(bytes);
+    const Status s = launcher_.fill(p, value, bytes, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    return p;
+  }
+  // Copies back after everything queued has finished.
+  void download(void* dst, const void* src, std::size_t bytes) {
+    Status s = launcher_.copy_from_backend(dst, src, bytes, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    s = launcher_.synchronize(nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+
+ private:
+  void* allocate(std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 1);
+    if (device_ == nullptr) {
+      host_.push_back(std::make_unique<unsigned char[]>(bytes));  // new[]: 16-byte aligned
+      return host_.back().get();
+    }
+    auto b = DeviceBuffer::allocate(*device_, bytes);
+    REQUIRE_MESSAGE(b.ok(), b.status().message());
+    device_buffers_.push_back(std::move(b).value());
+    return device_buffers_.back().data();
+  }
+
+  Launcher& launcher_;
+  DeviceLauncher* device_ = nullptr;
+  std::vector<std::unique_ptr<unsigned char[]>> host_;
+  std::vector<DeviceBuffer> device_buffers_;
+};
+
+// Runs the case on `launcher` (its backend and arch make the spec); every check is a doctest
+// assertion.
+inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, const GemmCase& c,
+                                 std::uint32_t seed) {
   CAPTURE(describe(c));
+  CAPTURE(to_string(launcher.backend()));
   CAPTURE(seed);
   std::mt19937 rng(seed);
   GemmOutcome outcome;
@@ -140,6 +222,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
   REQUIRE_MESSAGE(packed.ok(), packed.status().message());
 
   // Rows of the layout.
+  BackendMemory memory(launcher);
   GroupedGemmParams p{};
   quant::ReferenceProblem ref;
   ref.layout = c.layout;
@@ -166,11 +249,11 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
     topk_weights.resize(static_cast<std::size_t>(numel));
     for (auto& v : topk_weights) v = tw(rng);
     p.m = numel;
-    p.sorted_token_ids = aligned.sorted.data();
-    p.expert_ids = aligned.expert_ids.data();
-    p.num_tokens_post_pad = &aligned.post_pad;
+    p.sorted_token_ids = memory.upload(aligned.sorted);
+    p.expert_ids = memory.upload(aligned.expert_ids);
+    p.num_tokens_post_pad = static_cast<const i32*>(memory.upload(&aligned.post_pad, sizeof aligned.post_pad));
     p.a_row_divisor = c.a_per_pair ? 1 : static_cast<i32>(c.topk);
-    p.topk_weights = topk_weights.data();
+    p.topk_weights = memory.upload(topk_weights);
     a_rows = c.a_per_pair ? numel : c.tokens;
     c_rows = numel;
     ref.m = numel;
@@ -187,7 +270,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
     if (touched > 2) rows[1] = 0;  // an expert with no rows
     for (std::uint32_t e = 0; e < c.experts; ++e) offsets[e + 1] = offsets[e] + rows[e];
     p.m = offsets[c.experts];
-    p.expert_offsets = offsets.data();
+    p.expert_offsets = memory.upload(offsets);
     a_rows = c_rows = p.m;
     ref.m = p.m;
     ref.expert_offsets = offsets;
@@ -197,7 +280,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
     if (touched > 1) counts[0] = c.tokens;  // one full slab
     if (touched > 2) counts[1] = 0;         // one empty expert
     p.m = c.tokens;
-    p.expert_counts = counts.data();
+    p.expert_counts = memory.upload(counts);
     a_rows = c_rows = static_cast<std::int64_t>(c.experts) * c.tokens;
     ref.m = c.tokens;
     ref.expert_counts = counts;
@@ -218,41 +301,30 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
   // C: poisoned.
   const std::size_t out_bytes = c.out == DType::f32 ? 4 : 2;
   const std::int64_t ldc = out_cols;
-  std::vector<unsigned char> out(static_cast<std::size_t>(std::max<std::int64_t>(c_rows, 1) * ldc) * out_bytes, 0xff);
+  std::vector<unsigned char> out(static_cast<std::size_t>(std::max<std::int64_t>(c_rows, 1) * ldc) * out_bytes, 0);
+  void* const c_backend = memory.filled(out.size(), 0xff);
 
-  KernelSpec spec{};
-  spec.op = Op::grouped_gemm;
-  spec.backend = Backend::host;
-  spec.arch = Arch::sm_90a;
-  spec.weight = c.weight;
-  spec.scale = c.scale;
-  spec.act = c.act;
-  spec.out = c.out;
-  spec.layout = c.layout;
-  spec.epilogue = c.epilogue;
-  spec.group_size = c.group;
-  spec.n = c.n;
-  spec.k = c.k;
-  spec.experts = c.experts;
-  spec = dispatch::with_tile(spec, c.tile);
-  spec.split_k = c.split_k;
+  const KernelSpec spec = gemm_case_spec(c, launcher.backend(), launcher.arch());
   CAPTURE(spec_to_json(spec));
 
-  p.a = a.data();
+  p.a = memory.upload(a);
   p.lda = lda;
-  p.b = packed->qweight.data();
-  p.b_scales = packed->scales.data();
-  p.b_zeros = packed->zeros.empty() ? nullptr : packed->zeros.data();
-  p.bias = packed->bias.empty() ? nullptr : packed->bias.data();
-  p.c = out.data();
+  p.b = memory.upload(packed->qweight);
+  p.b_scales = memory.upload(packed->scales);
+  p.b_zeros = packed->zeros.empty() ? nullptr : memory.upload(packed->zeros);
+  p.bias = packed->bias.empty() ? nullptr : memory.upload(packed->bias);
+  p.c = c_backend;
   p.ldc = ldc;
 
   const auto shape = dispatch::grouped_gemm_launch_shape(spec, p.m);
-  std::vector<float> workspace(dispatch::grouped_gemm_workspace_bytes(spec, shape) / sizeof(float) + 4, NAN);
+  // Workspace poisoned (NaN): split-K must write before it reads.
+  const std::size_t workspace_bytes = dispatch::grouped_gemm_workspace_bytes(spec, shape) + 4 * sizeof(float);
   std::vector<u32> counters(dispatch::grouped_gemm_counter_count(spec, shape) + 1, 0);
+  u32* counters_backend = nullptr;
   if (spec.split_k > 1) {
-    p.workspace = workspace.data();
-    p.tile_counters = counters.data();
+    p.workspace = static_cast<float*>(memory.filled(workspace_bytes, 0xff));
+    counters_backend = memory.upload(counters);
+    p.tile_counters = counters_backend;
   }
   const Status checked = dispatch::check_grouped_gemm_params(spec, p);
   REQUIRE_MESSAGE(checked.ok(), checked.message());
@@ -260,12 +332,19 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
   auto resolved = resolver.resolve(spec);
   REQUIRE_MESSAGE(resolved.ok(), resolved.status().message());
   if (shape.grid[1] > 0) {
-    HostLaunchShape launch;
-    launch.grid = {shape.grid[0], shape.grid[1], shape.grid[2]};
-    launch.block = {shape.block_threads, 1, 1};
-    launch.dynamic_shared_bytes = shape.dynamic_shared_bytes;
-    const Status ran = launch_host_kernel(*resolved->kernel, &p, sizeof p, launch);
+    LaunchDims dims;
+    dims.grid[0] = shape.grid[0];
+    dims.grid[1] = shape.grid[1];
+    dims.grid[2] = shape.grid[2];
+    dims.block[0] = shape.block_threads;
+    dims.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+    const Status ran = launcher.launch(*resolved->kernel, dims, &p, sizeof p, nullptr);
     REQUIRE_MESSAGE(ran.ok(), ran.message());
+  }
+  memory.download(out.data(), c_backend, out.size());
+  if (counters_backend != nullptr) {
+    std::fill(counters.begin(), counters.end(), 0xdeadbeefu);
+    memory.download(counters.data(), counters_backend, counters.size() * sizeof(u32));
   }
   for (u32 counter : counters) CHECK(counter == 0);  // the kernel leaves split-K counters at zero
 
@@ -297,6 +376,12 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, st
   CHECK(outcome.error < tolerance);
   outcome.output = std::move(out);
   return outcome;
+}
+
+// The case on the host backend (sm_90a's limits), as the host suites run it.
+inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, std::uint32_t seed) {
+  HostLauncher host(Arch::sm_90a);
+  return run_gemm_case(resolver, host, c, seed);
 }
 
 }  // namespace moejit::test

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The GPU check: run on a machine with a GPU, from a build made elsewhere and carried over
+# (it builds and installs nothing). Runs the device test suite, then bench_gemm, and writes
+# into $OUT one JSON document of results (results.json) plus every log. Usage, the budget and
+# the JSON fields: bench/gpu/README.md.
+#
+#   OUT=/some/dir bench/gpu/check.sh          # from the repository root
+#
+# Environment: OUT (default: a new /tmp/moejit-gpu-check.*), MOEJIT_BUILD_DIR (default
+# <repo>/build), MOEJIT_CHECK_SECONDS (whole budget, default 470), MOEJIT_CHECK_QUICK=1
+# (bench_gemm --quick). Exit status: 0 pass, 1 fail, 2 no GPU (the JSON says why).
+#
+# Every step runs under `timeout`, so a hang costs its own slice of the budget and the later
+# steps and the report still happen; partial benchmark results are kept (bench_gemm rewrites
+# its JSON after every case).
+
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${MOEJIT_BUILD_DIR:-$ROOT/build}
+OUT=${OUT:-$(mktemp -d /tmp/moejit-gpu-check.XXXXXX)}
+BUDGET=${MOEJIT_CHECK_SECONDS:-470}
+QUICK=${MOEJIT_CHECK_QUICK:-0}
+mkdir -p "$OUT" || { echo "check.sh: cannot create OUT=$OUT" >&2; exit 1; }
+START=$SECONDS
+
+log() { printf '[check %3ds] %s\n' "$((SECONDS - START))" "$*" | tee -a "$OUT/check.log" >&2; }
+remaining() { echo $((BUDGET - (SECONDS - START))); }
+min() { if (($1 < $2)); then echo "$1"; else echo "$2"; fi; }
+max() { if (($1 > $2)); then echo "$1"; else echo "$2"; fi; }
+
+TESTS=$BUILD/tests/moejit_tests
+BENCH=$BUILD/bench/gpu/bench_gemm
+REPORT=$BUILD/bench/gpu/gpu_check_report
+
+COMMIT=unknown
+if commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
+  COMMIT=$commit
+  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || COMMIT="$COMMIT+uncommitted"
+fi
+log "repository $ROOT (commit $COMMIT), build $BUILD, results in $OUT, budget ${BUDGET}s"
+
+# A fresh kernel store: every kernel is compiled here, with this machine's NVRTC.
+MOEJIT_CACHE_DIR=$(mktemp -d /tmp/moejit-gpu-check-cache.XXXXXX)
+export MOEJIT_CACHE_DIR
+trap 'rm -rf "$MOEJIT_CACHE_DIR"' EXIT
+# NVRTC from the toolkit when the loader does not know it (no ldconfig entry on toolkit-only installs).
+if [[ -z ${MOEJIT_NVRTC_LIBRARY:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.1[23]'; then
+  for candidate in /usr/local/cuda/lib64/libnvrtc.so.13* /usr/local/cuda/targets/*/lib/libnvrtc.so.13* \
+                   /usr/local/cuda-*/lib64/libnvrtc.so.13* /usr/local/cuda/lib64/libnvrtc.so.12*; do
+    if [[ -f $candidate && $candidate != *alt* ]]; then
+      export MOEJIT_NVRTC_LIBRARY=$candidate
+      log "NVRTC: $candidate"
+      break
+    fi
+  done
+fi
+
+for binary in "$TESTS" "$BENCH" "$REPORT"; do
+  [[ -x $binary ]] || log "missing $binary: build with 'cmake -S . -B build -G Ninja && cmake --build build' and carry it"
+done
+
+# 1. Which GPU, driver and CUDA (seconds; creates the primary context once).
+t0=$SECONDS
+probe_rc=127
+if [[ -x $BENCH ]]; then
+  timeout -k 5 60 "$BENCH" --probe --out "$OUT/gpu.json" 2>>"$OUT/check.log"
+  probe_rc=$?
+fi
+probe_s=$((SECONDS - t0))
+if ((probe_rc == 0)); then
+  log "GPU found: $(grep -m1 '"name"' "$OUT/gpu.json" | sed 's/.*"name": *"\([^"]*\)".*/\1/')"
+  export MOEJIT_REQUIRE_GPU=1  # from here on a GPU test that skips is a failure
+else
+  log "no usable GPU (probe exit $probe_rc); the suite will skip and say why"
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
+  timeout -k 2 20 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
+fi
+
+# 2. The device test suite (doctest suite "device"), its output kept whole in tests.log.
+t0=$SECONDS
+tests_rc=127
+tests_timeout=$(max 30 "$(min 170 $(($(remaining) - 130)))")
+if [[ -x $TESTS ]]; then
+  log "device tests (timeout ${tests_timeout}s)"
+  timeout -k 10 "$tests_timeout" "$TESTS" --test-suite=device --duration=true 2>&1 | tee "$OUT/tests.log"
+  tests_rc=${PIPESTATUS[0]}
+fi
+tests_s=$((SECONDS - t0))
+log "device tests: exit $tests_rc in ${tests_s}s"
+
+# 3. The benchmark; it stops starting cases 40 s before its timeout and rewrites its JSON
+#    after every case, so a slow run still returns what it measured.
+t0=$SECONDS
+bench_rc=127
+bench_timeout=$(max 20 $(($(remaining) - 15)))
+bench_seconds=$(max 5 $((bench_timeout - 40)))
+if [[ -x $BENCH ]]; then
+  quick=()
+  [[ $QUICK == 1 ]] && quick=(--quick)
+  log "bench_gemm (timeout ${bench_timeout}s, cases started until ${bench_seconds}s)"
+  timeout -k 10 "$bench_timeout" "$BENCH" "${quick[@]}" --out "$OUT/bench.json" --commit "$COMMIT" \
+    --max-seconds "$bench_seconds" 2>&1 | tee "$OUT/bench.log"
+  bench_rc=${PIPESTATUS[0]}
+fi
+bench_s=$((SECONDS - t0))
+log "bench_gemm: exit $bench_rc in ${bench_s}s"
+
+# 4. One JSON document of everything.
+total_s=$((SECONDS - START))
+report_rc=127
+if [[ -x $REPORT ]]; then
+  "$REPORT" --out "$OUT/results.json" --gpu "$OUT/gpu.json" --probe-exit "$probe_rc" \
+    --tests-log "$OUT/tests.log" --tests-exit "$tests_rc" --bench "$OUT/bench.json" --bench-exit "$bench_rc" \
+    --bench-log "$OUT/bench.log" --commit "$COMMIT" \
+    --duration "probe=$probe_s,tests=$tests_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
+  report_rc=$?
+fi
+if ((report_rc != 0)); then
+  # No report writer: a minimal document by hand, so the run still says what happened.
+  log "gpu_check_report failed (exit $report_rc); writing a minimal results.json"
+  cat >"$OUT/results.json" <<EOF
+{
+  "schema": "moejit-gpu-check/1",
+  "verdict": "error",
+  "error": "gpu_check_report missing or failed (exit $report_rc); see check.log",
+  "commit": "$COMMIT",
+  "probe_exit_code": $probe_rc,
+  "tests": {"exit_code": $tests_rc, "log": "tests.log"},
+  "bench_exit_code": $bench_rc,
+  "durations_s": {"probe": $probe_s, "tests": $tests_s, "bench": $bench_s, "total": $total_s}
+}
+EOF
+fi
+
+verdict=$(grep -m1 '"verdict"' "$OUT/results.json" | sed 's/.*"verdict": *"\([^"]*\)".*/\1/')
+log "summary: $(grep '\[doctest\] test cases' "$OUT/tests.log" 2>/dev/null | tail -1)"
+log "verdict: $verdict; results: $OUT/results.json (${total_s}s)"
+case $verdict in
+  pass) exit 0 ;;
+  no_gpu) exit 2 ;;
+  *) exit 1 ;;
+esac

@@ -1,0 +1,138 @@
+#pragma once
+// The grouped GEMM benchmark's cases and their memory floor (header-only: bench_gemm and the
+// test of the arithmetic, tests/test_device_bench_floor.cpp, share it).
+//
+// A case is one projection of one model's MoE layer at one token count: gate/up (N = 2 I,
+// K = H, act-and-mul epilogue, one A row per token) or down (N = H, K = I, top-k weighted
+// epilogue, one A row per (token, k) pair). The floor is the time the bytes that must move take
+// at the device's measured copy bandwidth: the packed weights, scales (and bias) of the experts
+// the routing touches, the activations read and the outputs written.
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "spec/kernel_spec.hpp"
+
+namespace moejit::bench {
+
+struct MoeModel {
+  std::string_view name;
+  std::uint32_t hidden, intermediate, experts, topk;
+  Epilogue activation;  // of the gate/up projection
+  bool bias;            // per-expert bias on both projections
+};
+
+inline constexpr MoeModel kModels[] = {
+    {"Ling-3.0-flash", 2560, 768, 512, 8, Epilogue::silu_and_mul, false},
+    {"DeepSeek-V3", 7168, 2048, 256, 8, Epilogue::silu_and_mul, false},
+    {"Qwen3-30B-A3B", 2048, 768, 128, 8, Epilogue::silu_and_mul, false},
+    {"gpt-oss-120b", 2880, 2880, 128, 4, Epilogue::swiglu_oai, true},
+};
+
+struct WeightChoice {
+  std::string_view name;
+  WeightFormat weight;
+  DType scale;
+  std::uint32_t group;
+};
+
+inline constexpr WeightChoice kWeightChoices[] = {
+    {"mxfp4", WeightFormat::mxfp4, DType::e8m0, 32},
+    {"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
+};
+
+// Decode (1-256) and prefill (1024, 4096) token counts.
+inline constexpr std::uint32_t kTokens[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
+inline constexpr std::uint32_t kQuickTokens[] = {1, 32, 1024};
+
+enum class Projection : std::uint8_t { gate_up, down };
+inline std::string_view to_string(Projection p) { return p == Projection::gate_up ? "gate_up" : "down"; }
+
+struct GemmCase {
+  const MoeModel* model = nullptr;
+  const WeightChoice* format = nullptr;
+  Projection projection = Projection::gate_up;
+  std::uint32_t tokens = 0;
+
+  std::uint32_t n() const { return projection == Projection::gate_up ? 2 * model->intermediate : model->hidden; }
+  std::uint32_t k() const { return projection == Projection::gate_up ? model->hidden : model->intermediate; }
+  Epilogue epilogue() const { return projection == Projection::gate_up ? model->activation : Epilogue::topk_weight; }
+  std::uint64_t pairs() const { return std::uint64_t{tokens} * model->topk; }
+  // Columns of C: act-and-mul halves N.
+  std::uint32_t out_columns() const { return projection == Projection::gate_up ? n() / 2 : n(); }
+  // Rows of A: gate/up reads one row per token (divisor topk), down one per pair.
+  std::uint64_t a_rows() const { return projection == Projection::gate_up ? tokens : pairs(); }
+};
+
+// A format applies to a projection when its group divides K (gpt-oss-120b's K = 2880 is not a
+// multiple of 128, so it has no INT4 g128 cases; it ships MXFP4).
+inline bool applicable(const GemmCase& c) { return c.k() % c.format->group == 0; }
+
+// Every applicable case, grouped by model, format and projection (so one set of weights serves
+// a run of token counts), token counts increasing.
+inline std::vector<GemmCase> enumerate_cases(bool quick) {
+  std::span<const std::uint32_t> tokens = quick ? std::span<const std::uint32_t>(kQuickTokens)
+                                                 : std::span<const std::uint32_t>(kTokens);
+  std::vector<GemmCase> out;
+  for (const MoeModel& m : kModels)
+    for (const WeightChoice& f : kWeightChoices)
+      for (Projection p : {Projection::gate_up, Projection::down})
+        for (std::uint32_t t : tokens)
+          if (GemmCase c{&m, &f, p, t}; applicable(c)) out.push_back(c);
+  return out;
+}
+
+inline std::uint32_t scale_bytes(DType scale) { return scale == DType::e8m0 ? 1 : 2; }
+
+// Per expert: packed 4-bit weights, and scales (plus zero points for int4_asym) per group.
+inline std::uint64_t expert_weight_bytes(const GemmCase& c) { return std::uint64_t{c.n()} * c.k() / 2; }
+inline std::uint64_t expert_scale_bytes(const GemmCase& c) {
+  const std::uint64_t groups = c.k() / c.format->group;
+  const std::uint64_t per = scale_bytes(c.format->scale) + (c.format->weight == WeightFormat::int4_asym ? 1 : 0);
+  return std::uint64_t{c.n()} * groups * per;
+}
+inline std::uint64_t expert_bias_bytes(const GemmCase& c) { return c.model->bias ? std::uint64_t{c.n()} * 4 : 0; }
+
+// Experts that uniform random top-k routing (k distinct experts per token) touches on average:
+// each expert is missed by one token with probability 1 - k/E.
+inline double expected_touched_experts(std::uint32_t experts, std::uint32_t topk, std::uint32_t tokens) {
+  const double miss = 1.0 - static_cast<double>(topk) / experts;
+  return experts * (1.0 - std::pow(miss, static_cast<double>(tokens)));
+}
+
+struct CaseBytes {
+  double weights = 0;  // packed weights of the touched experts
+  double scales = 0;   // their scales (and zero points)
+  double bias = 0;     // their bias
+  double act_in = 0;   // A rows read (bf16)
+  double act_out = 0;  // C rows written (bf16)
+  double total() const { return weights + scales + bias + act_in + act_out; }
+};
+
+// The bytes that must move for `c` when `touched_experts` experts get tokens (fractional for
+// an average over routings).
+inline CaseBytes case_bytes(const GemmCase& c, double touched_experts) {
+  CaseBytes b;
+  b.weights = touched_experts * static_cast<double>(expert_weight_bytes(c));
+  b.scales = touched_experts * static_cast<double>(expert_scale_bytes(c));
+  b.bias = touched_experts * static_cast<double>(expert_bias_bytes(c));
+  b.act_in = static_cast<double>(c.a_rows()) * c.k() * 2;
+  b.act_out = static_cast<double>(c.pairs()) * c.out_columns() * 2;
+  return b;
+}
+
+// A device-to-device copy of `bytes` reads and writes each byte once.
+inline double copy_bandwidth_bytes_per_s(double bytes_copied, double seconds) { return 2 * bytes_copied / seconds; }
+
+// The floor in microseconds: the case's bytes at the copy bandwidth.
+inline double floor_us(const CaseBytes& b, double copy_bytes_per_s) { return b.total() / copy_bytes_per_s * 1e6; }
+
+// Achieved / floor: 1.0 means the kernel moved its bytes as fast as a copy does.
+inline double fraction_of_floor(double floor_microseconds, double measured_microseconds) {
+  return floor_microseconds / measured_microseconds;
+}
+
+}  // namespace moejit::bench

@@ -1,0 +1,105 @@
+// The arithmetic of the GPU benchmark's memory floor (bench/gpu/gemm_cases.hpp), against
+// numbers worked out by hand, so that what bench_gemm --dry-run prints and what a GPU run
+// compares against can be trusted without a GPU.
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "bench/gpu/gemm_cases.hpp"
+
+using namespace moejit;
+using namespace moejit::bench;
+
+namespace {
+
+const MoeModel& model(std::string_view name) {
+  for (const MoeModel& m : kModels)
+    if (m.name == name) return m;
+  FAIL("no model " << std::string(name));
+  return kModels[0];
+}
+
+const WeightChoice& format(std::string_view name) {
+  for (const WeightChoice& f : kWeightChoices)
+    if (f.name == name) return f;
+  FAIL("no format " << std::string(name));
+  return kWeightChoices[0];
+}
+
+}  // namespace
+
+TEST_SUITE("device") {
+
+TEST_CASE("bench cases: every model x format x projection x token count, in weight-sharing order") {
+  // gpt-oss-120b (K = 2880 in both projections) has no INT4 g128 cases: 128 does not divide 2880.
+  const auto full = enumerate_cases(false);
+  CHECK(full.size() == (3 * 2 + 1) * 2 * 11);
+  const auto quick = enumerate_cases(true);
+  CHECK(quick.size() == (3 * 2 + 1) * 2 * 3);
+  for (const GemmCase& c : full) {
+    CHECK(applicable(c));
+    CHECK_FALSE((c.model->name == "gpt-oss-120b" && c.format->name == "int4_g128"));
+  }
+  // Token counts increase within one (model, format, projection) run.
+  CHECK(full[0].tokens == 1);
+  CHECK(full[10].tokens == 4096);
+  CHECK(full[11].projection == Projection::down);
+  CHECK(full[0].model->name == "Ling-3.0-flash");
+  CHECK(full.back().model->name == "gpt-oss-120b");
+}
+
+TEST_CASE("bench floor: DeepSeek-V3 gate/up, MXFP4, one token") {
+  const GemmCase c{&model("DeepSeek-V3"), &format("mxfp4"), Projection::gate_up, 1};
+  CHECK(c.n() == 4096);
+  CHECK(c.k() == 7168);
+  CHECK(c.epilogue() == Epilogue::silu_and_mul);
+  CHECK(expert_weight_bytes(c) == 14680064);  // 4096 x 7168 / 2
+  CHECK(expert_scale_bytes(c) == 917504);     // 4096 x 224 groups x 1 byte
+  CHECK(expert_bias_bytes(c) == 0);
+  CHECK(expected_touched_experts(256, 8, 1) == doctest::Approx(8.0));
+  const CaseBytes b = case_bytes(c, 8);
+  CHECK(b.weights == 117440512.0);
+  CHECK(b.scales == 7340032.0);
+  CHECK(b.act_in == 14336.0);   // 1 row x 7168 x 2
+  CHECK(b.act_out == 32768.0);  // 8 pairs x 2048 x 2
+  CHECK(b.total() == 124827648.0);
+  CHECK(floor_us(b, 4e12) == doctest::Approx(31.206912));
+  CHECK(fraction_of_floor(31.206912, 62.413824) == doctest::Approx(0.5));
+}
+
+TEST_CASE("bench floor: Qwen3-30B-A3B down, INT4 g128, four tokens") {
+  const GemmCase c{&model("Qwen3-30B-A3B"), &format("int4_g128"), Projection::down, 4};
+  CHECK(c.n() == 2048);
+  CHECK(c.k() == 768);
+  CHECK(c.epilogue() == Epilogue::topk_weight);
+  CHECK(c.pairs() == 32);
+  CHECK(c.a_rows() == 32);  // one A row per pair
+  CHECK(expert_weight_bytes(c) == 786432);  // 2048 x 768 / 2
+  CHECK(expert_scale_bytes(c) == 24576);    // 2048 x 6 groups x 2 bytes (bf16)
+  const CaseBytes b = case_bytes(c, 20.5);  // an average over routings may be fractional
+  CHECK(b.weights == doctest::Approx(20.5 * 786432));
+  CHECK(b.act_in == 49152.0);    // 32 x 768 x 2
+  CHECK(b.act_out == 131072.0);  // 32 x 2048 x 2
+}
+
+TEST_CASE("bench floor: gpt-oss-120b gate/up carries its bias and touched experts saturate") {
+  const GemmCase c{&model("gpt-oss-120b"), &format("mxfp4"), Projection::gate_up, 4096};
+  CHECK(c.n() == 5760);
+  CHECK(c.epilogue() == Epilogue::swiglu_oai);
+  CHECK(c.out_columns() == 2880);
+  CHECK(expert_bias_bytes(c) == 23040);  // 5760 f32
+  CHECK(expected_touched_experts(128, 4, 4096) == doctest::Approx(128.0));
+  CHECK(expected_touched_experts(128, 4, 2) == doctest::Approx(128 * (1 - (124.0 / 128) * (124.0 / 128))));
+  const CaseBytes b = case_bytes(c, 128);
+  CHECK(b.bias == 128.0 * 23040);
+  CHECK(b.act_in == 4096.0 * 2880 * 2);
+  CHECK(b.act_out == 4096.0 * 4 * 2880 * 2);
+}
+
+TEST_CASE("bench copy bandwidth counts the read and the write") {
+  // 1 GiB copied in 0.5 ms moves 2 GiB.
+  CHECK(copy_bandwidth_bytes_per_s(1073741824.0, 0.5e-3) == doctest::Approx(4294967296000.0));
+}
+
+}  // TEST_SUITE

@@ -1,0 +1,72 @@
+// bench/gpu/check.sh on a machine without a GPU (the driver hidden behind a missing
+// MOEJIT_CUDA_LIBRARY): it must still run every step, say that there is no GPU, and write a
+// results.json that says so. Its own doctest suite, "gpu_check_script", which check.sh itself
+// does not run (it runs suite "device").
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "test_support.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+namespace fs = std::filesystem;
+
+TEST_SUITE("gpu_check_script") {
+
+TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
+  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
+  const fs::path root = fs::path(__FILE__).parent_path().parent_path();
+  const fs::path script = root / "bench" / "gpu" / "check.sh";
+  for (const fs::path& needed : {script, build / "bench" / "gpu" / "bench_gemm", build / "bench" / "gpu" / "gpu_check_report",
+                                 build / "tests" / "moejit_tests"})
+    if (!fs::exists(needed)) {
+      MESSAGE("skipped: " << needed.string() << " is not there (benchmarks not built?)");
+      return;
+    }
+  TempDir dir;
+  const std::string out = dir / "out";
+  ProcessResult r = run_process({"/bin/bash", script.string()},
+                                {{"OUT", out},
+                                 {"MOEJIT_BUILD_DIR", build.string()},
+                                 {"MOEJIT_CUDA_LIBRARY", "/nonexistent/moejit-test/libcuda.so.1"},
+                                 {"MOEJIT_CHECK_SECONDS", "400"},
+                                 {"MOEJIT_CHECK_QUICK", "1"}});
+  INFO("stdout: " << r.out.substr(r.out.size() > 4000 ? r.out.size() - 4000 : 0));
+  INFO("stderr: " << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0));
+  CHECK(r.exit_code == 2);  // no GPU
+  for (const char* f : {"results.json", "gpu.json", "tests.log", "bench.log", "check.log", "bench.json"})
+    CHECK_MESSAGE(fs::exists(fs::path(out) / f), f);
+
+  const auto results = nlohmann::json::parse(slurp(out + "/results.json"));
+  CHECK(results["schema"] == "moejit-gpu-check/1");
+  CHECK(results["verdict"] == "no_gpu");
+  CHECK(results["gpu"].is_null());
+  REQUIRE(results["gpu_error"].is_string());
+  CHECK(results["gpu_error"].get<std::string>().find("no CUDA driver") != std::string::npos);
+  CHECK(results["gpu_error"].get<std::string>().find("/nonexistent/moejit-test/libcuda.so.1") != std::string::npos);
+  CHECK(results["probe_exit_code"] == 2);
+  // The suite ran: its CPU-side tests passed and every GPU test skipped saying why.
+  const auto& tests = results["tests"];
+  CHECK(tests["exit_code"] == 0);
+  CHECK(tests["failed"] == 0);
+  CHECK(tests["passed"].get<int>() > 10);
+  REQUIRE(tests["skipped"].is_array());
+  CHECK(tests["skipped"].size() >= 10);
+  for (const auto& s : tests["skipped"]) CHECK(s["reason"].is_string());
+  bool gemm_skip = false;
+  for (const auto& s : tests["skipped"])
+    gemm_skip |= s["test"].get<std::string>().find("GPU grouped GEMM") != std::string::npos &&
+                 s["reason"].get<std::string>().find("no CUDA driver") != std::string::npos;
+  CHECK(gemm_skip);
+  // The benchmark said there is no GPU, with its exit status and its own JSON.
+  CHECK(results["bench_exit_code"] == 2);
+  CHECK(results["bench"]["error"]["code"] == "unavailable");
+  CHECK(results["durations_s"]["total"].get<double>() >= 0);
+  CHECK(results["commit"].is_string());
+}
+
+}  // TEST_SUITE

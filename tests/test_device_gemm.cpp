@@ -1,0 +1,221 @@
+// The grouped GEMM on the GPU against the fp64 reference, with the harness the host suites use
+// (tests/gemm_case.hpp): every weight format x activation dtype x MoE layout x epilogue at small
+// shapes, group sizes, every tile configuration, edge rows, E8M0 edge scale bytes, and split-K
+// that must be bitwise reproducible run to run. Skips without a GPU.
+
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "gemm_case.hpp"
+#include "test_device_support.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+
+namespace {
+
+std::uint32_t fresh_seed() { return std::random_device{}(); }
+
+// A resolver whose compile pool uses the machine (the GPU hosts have cores to spare).
+std::unique_ptr<KernelResolver> device_resolver(const TempDir& dir) {
+  KernelResolver::Options o = resolver_options_in(dir);
+  o.compile_threads = std::clamp(std::thread::hardware_concurrency(), 2u, 8u);
+  auto r = KernelResolver::create(std::move(o));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+// Compiles every case's kernel in parallel, then runs the cases one by one.
+void run_cases(DeviceLauncher& launcher, const std::vector<GemmCase>& cases) {
+  TempDir dir;
+  auto resolver = device_resolver(dir);
+  std::vector<std::future<Result<Resolution>>> pending;
+  for (const GemmCase& c : cases)
+    pending.push_back(resolver->resolve_async(gemm_case_spec(c, Backend::device, launcher.arch())));
+  for (auto& f : pending) {
+    auto r = f.get();
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+  }
+  for (const GemmCase& c : cases) run_gemm_case(*resolver, launcher, c, fresh_seed());
+}
+
+std::vector<std::pair<Layout, Epilogue>> layout_epilogues() {
+  std::vector<std::pair<Layout, Epilogue>> out;
+  for (Layout l : {Layout::indexed, Layout::contiguous, Layout::masked})
+    for (Epilogue e : {Epilogue::none, Epilogue::silu_and_mul, Epilogue::swiglu_oai, Epilogue::topk_weight})
+      if (e != Epilogue::topk_weight || l == Layout::indexed) out.emplace_back(l, e);
+  return out;
+}
+
+struct Format {
+  WeightFormat weight;
+  DType scale;
+  std::uint32_t group;
+};
+
+std::vector<GemmCase> format_matrix(const Format& f) {
+  std::vector<GemmCase> cases;
+  const DType outs[] = {DType::bf16, DType::f16, DType::f32};
+  int i = 0;
+  for (DType act : {DType::bf16, DType::f16})
+    for (auto [layout, epilogue] : layout_epilogues()) {
+      GemmCase c;
+      c.weight = f.weight;
+      c.scale = f.scale;
+      c.group = f.group;
+      c.act = act;
+      c.out = outs[i++ % 3];
+      c.layout = layout;
+      c.epilogue = epilogue;
+      c.a_per_pair = epilogue == Epilogue::topk_weight;
+      c.bias = i % 4 == 0;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+}  // namespace
+
+TEST_SUITE("device") {
+
+TEST_CASE("GPU grouped GEMM: mxfp4 x activations x layouts x epilogues") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  run_cases(*l, format_matrix({WeightFormat::mxfp4, DType::e8m0, 32}));
+}
+
+TEST_CASE("GPU grouped GEMM: int4 symmetric x activations x layouts x epilogues") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  run_cases(*l, format_matrix({WeightFormat::int4_sym, DType::bf16, 128}));
+}
+
+TEST_CASE("GPU grouped GEMM: int4 asymmetric x activations x layouts x epilogues") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  run_cases(*l, format_matrix({WeightFormat::int4_asym, DType::f16, 64}));
+}
+
+TEST_CASE("GPU grouped GEMM: int4 group sizes 32 64 128 and per-channel with bf16 and f16 scales") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  std::vector<GemmCase> cases;
+  for (WeightFormat w : {WeightFormat::int4_sym, WeightFormat::int4_asym})
+    for (DType scale : {DType::bf16, DType::f16})
+      for (std::uint32_t group : {32u, 64u, 128u, 256u}) {
+        GemmCase c;
+        c.weight = w;
+        c.scale = scale;
+        c.group = group;
+        c.act = scale;
+        c.layout = Layout::contiguous;
+        c.tokens = 40;
+        cases.push_back(c);
+      }
+  run_cases(*l, cases);
+}
+
+TEST_CASE("GPU grouped GEMM: every tile configuration, N and K not multiples of the tile, many rows") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  std::vector<GemmCase> cases;
+  for (const auto& tile : dispatch::gemm_tile_configs(l->arch()))
+    for (auto [n, k] : {std::pair{96u, 96u}, std::pair{160u, 224u}, std::pair{512u, 1024u}}) {
+      GemmCase c;
+      c.tile = tile;
+      c.n = n;
+      c.k = k;
+      c.tokens = 3 * static_cast<std::int32_t>(tile.bm) + 5;  // several tiles per expert, one partial
+      c.topk = 2;
+      cases.push_back(c);
+      c.weight = WeightFormat::int4_asym;
+      c.scale = DType::bf16;
+      c.group = 32;
+      c.layout = Layout::masked;
+      c.epilogue = Epilogue::silu_and_mul;
+      cases.push_back(c);
+    }
+  run_cases(*l, cases);
+}
+
+TEST_CASE("GPU grouped GEMM: edge rows, empty experts, dropped blocks, smallest N and K") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  std::vector<GemmCase> cases;
+  for (std::int32_t rows : {0, 1, 7, 23})
+    for (Layout layout : {Layout::indexed, Layout::contiguous, Layout::masked}) {
+      GemmCase c;
+      c.layout = layout;
+      c.tokens = rows;
+      c.topk = 1;
+      cases.push_back(c);
+    }
+  GemmCase dropped;
+  dropped.experts = 16;
+  dropped.touched_experts = 5;
+  dropped.tokens = 9;
+  dropped.topk = 3;
+  dropped.drop_blocks = true;
+  cases.push_back(dropped);
+  dropped.epilogue = Epilogue::topk_weight;
+  dropped.a_per_pair = true;
+  dropped.tile = {32, 128, 64, 4, 4};
+  cases.push_back(dropped);
+  GemmCase smallest;
+  smallest.n = 32;
+  smallest.k = 32;
+  smallest.tile = {16, 32, 32, 2, 1};
+  cases.push_back(smallest);
+  run_cases(*l, cases);
+}
+
+TEST_CASE("GPU grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  std::vector<GemmCase> cases;
+  for (std::uint16_t byte : {0x00, 0xfe, 0xff}) {
+    GemmCase c;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.tokens = 20;
+    c.edit = [byte](quant::QuantizedWeights& q) {
+      for (std::uint32_t e = 0; e < q.experts; ++e) q.scales[q.group_index(e, e % q.n, e % q.groups())] = byte;
+    };
+    cases.push_back(c);
+  }
+  run_cases(*l, cases);
+}
+
+TEST_CASE("GPU grouped GEMM: split-K over several slices is bitwise identical run to run") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  TempDir dir;
+  auto resolver = device_resolver(dir);
+  for (std::uint16_t splits : {2, 3, 5, 8}) {
+    CAPTURE(splits);
+    GemmCase c;
+    c.n = 512;
+    c.k = 2048;  // 64 k32 tiles: slices of 32, 22, 13 or 8 (the last one shorter)
+    c.tokens = 48;
+    c.topk = 2;
+    c.split_k = splits;
+    c.out = DType::f32;
+    c.weight = WeightFormat::int4_asym;
+    c.scale = DType::bf16;
+    c.group = 128;
+    const std::uint32_t seed = fresh_seed();
+    auto first = run_gemm_case(*resolver, *l, c, seed);
+    for (int run = 0; run < 3; ++run) {
+      auto again = run_gemm_case(*resolver, *l, c, seed);
+      CHECK(first.output == again.output);
+    }
+    c.layout = Layout::masked;
+    c.epilogue = Epilogue::silu_and_mul;
+    c.out = DType::bf16;
+    auto masked = run_gemm_case(*resolver, *l, c, seed);
+    CHECK(masked.output == run_gemm_case(*resolver, *l, c, seed).output);
+  }
+}
+
+}  // TEST_SUITE
