@@ -13,7 +13,7 @@
 using namespace moejit;
 using namespace moejit::test;
 
-TEST_CASE("global atomics and reductions are atomic across threads; acquire/release carry values") {
+TEST_CASE("global atomics and reductions are atomic across threads and acquire/release carry values") {
   alignas(16) u32 counter = 0;
   alignas(16) float sum = 0.0f;
   std::vector<std::thread> threads;

@@ -2,10 +2,27 @@
  * moejit — runtime-specialized MoE grouped-GEMM kernels.
  *
  * The stable C ABI that engines link against. Plain C: no C++ types cross this boundary.
- * Calls that can fail return a moejit_status_t.
+ *
+ * Conventions
+ *  - Every call that can fail returns a moejit_status_t; on failure moejit_last_error() gives a
+ *    message (valid until the calling thread's next moejit call) naming the bad argument and the
+ *    expected value.
+ *  - Structs passed in start with `struct_size` = sizeof(the struct) as the caller compiled it,
+ *    so that fields can be added at the end without breaking older callers. Initialize them
+ *    with the matching *_init function, which sets struct_size and the defaults.
+ *  - Pointers to tensors are device memory for the device backend and host memory for the host
+ *    backend. `stream` is a CUstream (NULL: the legacy default stream) on the device backend
+ *    and ignored on the host backend, which runs synchronously.
+ *  - Launch calls (moejit_grouped_gemm, moejit_fused_moe) neither allocate device memory nor
+ *    synchronize the host once their kernels are loaded, so an engine may capture them in a
+ *    CUDA graph; workspaces come from the caller.
+ *  - A context may be used from several threads at once.
  */
 #ifndef MOEJIT_MOEJIT_H
 #define MOEJIT_MOEJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,7 +32,9 @@ extern "C" {
 #define MOEJIT_VERSION_MINOR 1
 #define MOEJIT_VERSION_PATCH 0
 
-/* Status codes. Values are part of the ABI and never renumbered. */
+/* ---- Status ---------------------------------------------------------------------------- */
+
+/* Values are part of the ABI and never renumbered. */
 typedef enum moejit_status {
   MOEJIT_OK = 0,
   MOEJIT_ERROR_INVALID_ARGUMENT = 1, /* a field or argument is out of range; the message names it */
@@ -26,7 +45,7 @@ typedef enum moejit_status {
   MOEJIT_ERROR_CORRUPT = 6,          /* stored data failed verification */
   MOEJIT_ERROR_FROZEN_MISS = 7,      /* frozen mode: the kernel is not in the store */
   MOEJIT_ERROR_UNSUPPORTED = 8,      /* a valid request this build or device cannot honor */
-  MOEJIT_ERROR_INTERNAL = 9          /* a bug in moejit; please report it */
+  MOEJIT_ERROR_INTERNAL = 9          /* a bug in moejit (or a kernel trap); please report it */
 } moejit_status_t;
 
 /* "MAJOR.MINOR.PATCH" of the loaded library. */
@@ -34,6 +53,269 @@ const char* moejit_version(void);
 
 /* A short constant name for a status code ("invalid_argument", ...). */
 const char* moejit_status_name(moejit_status_t status);
+
+/* The message of the last failed call on this thread; "" if none. */
+const char* moejit_last_error(void);
+
+/* ---- Enumerations (values match the kernel spec's; part of the ABI) ----------------------- */
+
+typedef enum moejit_backend {
+  MOEJIT_BACKEND_AUTO = 0,   /* device when a GPU is usable, else host */
+  MOEJIT_BACKEND_DEVICE = 1, /* NVRTC -> CUBIN -> CUDA driver */
+  MOEJIT_BACKEND_HOST = 2    /* host C++ compiler -> moejit's SIMT executor (slow; for checks) */
+} moejit_backend_t;
+
+typedef enum moejit_dtype {
+  MOEJIT_DTYPE_BF16 = 1,
+  MOEJIT_DTYPE_F16 = 2,
+  MOEJIT_DTYPE_F32 = 3,
+  MOEJIT_DTYPE_E4M3 = 4,
+  MOEJIT_DTYPE_E8M0 = 5
+} moejit_dtype_t;
+
+typedef enum moejit_weight_format {
+  MOEJIT_WEIGHT_MXFP4 = 1,    /* E2M1 codes, one E8M0 scale per 32 k */
+  MOEJIT_WEIGHT_INT4_SYM = 2, /* (q - 8) * scale per group */
+  MOEJIT_WEIGHT_INT4_ASYM = 3 /* (q - zero) * scale per group */
+} moejit_weight_format_t;
+
+typedef enum moejit_layout {
+  MOEJIT_LAYOUT_INDEXED = 1,    /* vLLM moe_align_block_size: sorted pair ids, block expert ids */
+  MOEJIT_LAYOUT_CONTIGUOUS = 2, /* rows grouped by expert, expert_offsets[E + 1] */
+  MOEJIT_LAYOUT_MASKED = 3      /* [E, max_m, K] with expert_counts[E] on the device */
+} moejit_layout_t;
+
+typedef enum moejit_epilogue {
+  MOEJIT_EPILOGUE_NONE = 0,
+  MOEJIT_EPILOGUE_SILU_AND_MUL = 1, /* silu(gate) * up; N = 2I in, I out */
+  MOEJIT_EPILOGUE_SWIGLU_OAI = 2,   /* gpt-oss clamped SwiGLU, alpha 1.702, limit 7 */
+  MOEJIT_EPILOGUE_TOPK_WEIGHT = 3   /* row scaled by its pair's routing weight (indexed only) */
+} moejit_epilogue_t;
+
+/* ---- Context --------------------------------------------------------------------------- */
+
+typedef struct moejit_context_s* moejit_context_t;
+
+typedef enum moejit_log_level {
+  MOEJIT_LOG_ERROR = 0,
+  MOEJIT_LOG_WARN = 1,
+  MOEJIT_LOG_INFO = 2,
+  MOEJIT_LOG_DEBUG = 3
+} moejit_log_level_t;
+
+/* Receives moejit's diagnostics (from any thread; must be thread-safe). */
+typedef void (*moejit_log_fn)(void* user_data, moejit_log_level_t level, const char* message);
+
+typedef struct moejit_context_options {
+  uint32_t struct_size;
+  moejit_backend_t backend;          /* default AUTO */
+  int32_t device_ordinal;            /* device backend: the CUDA device (default 0). The context
+                                        current on the calling thread is used if it belongs to
+                                        it, else the device's primary context. */
+  const char* cache_dir;             /* writable store root; NULL: $MOEJIT_CACHE_DIR or default */
+  const char* const* read_only_dirs; /* store roots searched first (shipped bundles); may be NULL */
+  uint32_t read_only_dir_count;
+  uint32_t compile_threads;          /* 0: $MOEJIT_COMPILE_THREADS or the cores (at most 8) */
+  int32_t frozen;                    /* nonzero: a kernel missing from the store is an error */
+  moejit_log_fn log;                 /* NULL: stderr */
+  void* log_user_data;
+  const char* usage_manifest;        /* append every spec this context uses to this file (for
+                                        `moejit warmup --from-usage`); NULL: none */
+} moejit_context_options_t;
+
+void moejit_context_options_init(moejit_context_options_t* options);
+
+/* Creates a context. The device backend needs NVRTC to build kernels and, only for launches and
+   transfers, the CUDA driver and a GPU: a context made on a machine without them can still warm
+   the store (moejit_warmup). AUTO picks the device when a GPU is usable. */
+moejit_status_t moejit_context_create(const moejit_context_options_t* options, moejit_context_t* context);
+moejit_status_t moejit_context_destroy(moejit_context_t context);
+
+/* The backend the context runs on (AUTO resolved) and its target architecture ("sm_90a"). */
+moejit_status_t moejit_context_backend(moejit_context_t context, moejit_backend_t* backend,
+                                       const char** arch);
+
+typedef struct moejit_stats {
+  uint32_t struct_size;
+  uint64_t memory_hits;     /* kernels found in the in-memory table */
+  uint64_t disk_hits;       /* kernels loaded from the store */
+  uint64_t compiles;        /* kernels compiled by this context */
+  double compile_ms;        /* total compile time */
+  uint64_t compile_errors;
+  uint64_t corrupt_entries; /* store entries that failed verification (moved aside, rebuilt) */
+  uint64_t lock_waits;      /* waits for another process compiling the same kernel */
+  double lock_wait_ms;
+  uint64_t launches;        /* kernel launches */
+} moejit_stats_t;
+
+void moejit_stats_init(moejit_stats_t* stats);
+moejit_status_t moejit_get_stats(moejit_context_t context, moejit_stats_t* stats);
+
+/* ---- Weights --------------------------------------------------------------------------- */
+
+/* The layouts engines hold. Shapes are for E experts of N x K weights (row n = output n). */
+typedef enum moejit_weight_source {
+  MOEJIT_SOURCE_PLAIN_CODES = 1, /* codes u8 [E,N,K] (0..15), scales [E,N,K/G], zeros u8 [E,N,K/G] */
+  MOEJIT_SOURCE_VLLM_MXFP4 = 2,  /* u8 [E,N,K/2] (low nibble = even k), E8M0 u8 [E,N,K/32] */
+  MOEJIT_SOURCE_GPTQ_V1 = 3,     /* qweight i32 [E,K/8,N], qzeros i32 [E,K/G,N/8] holding zero-1
+                                    (NULL: symmetric), scales [E,K/G,N] */
+  MOEJIT_SOURCE_GPTQ_V2 = 4,     /* as v1, qzeros holding the zero point itself */
+  MOEJIT_SOURCE_AWQ = 5          /* qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales [E,K/G,N] */
+} moejit_weight_source_t;
+
+/* Row order of act-and-mul (gate/up, N = 2I) weights; PLAIN for every other weight. */
+typedef enum moejit_row_order {
+  MOEJIT_ROWS_PLAIN = 0,
+  MOEJIT_ROWS_CONCATENATED = 1, /* gate rows 0..I-1, then up rows (vLLM's w13) */
+  MOEJIT_ROWS_INTERLEAVED = 2   /* gate at even rows, up at odd rows (gpt-oss checkpoints) */
+} moejit_row_order_t;
+
+typedef struct moejit_weights_desc {
+  uint32_t struct_size;
+  moejit_weight_format_t format;
+  uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 or K for INT4 */
+  moejit_dtype_t scale_dtype;   /* E8M0 for MXFP4; BF16 or F16 for INT4 */
+  uint32_t experts, n, k;       /* n and k multiples of 32 */
+  moejit_weight_source_t source;
+  moejit_row_order_t rows;
+  const void* qweight;
+  const void* scales;
+  const void* zeros;            /* per the source; NULL where the format has none */
+  const float* bias;            /* optional [E, N] f32 in source row order */
+  int32_t source_on_device;     /* device backend: the source tensors are in device memory */
+} moejit_weights_desc_t;
+
+void moejit_weights_desc_init(moejit_weights_desc_t* desc);
+
+/* Weights in moejit's packed layout (templates/README.md). The buffers belong to the caller, who
+   sets them and their sizes (from moejit_packed_weights_size) before moejit_pack_weights; that
+   call fills them and sets the descriptive fields. Every use checks the sizes against the shape. */
+typedef struct moejit_packed_weights {
+  uint32_t struct_size;
+  moejit_weight_format_t format;
+  uint32_t group_size;
+  moejit_dtype_t scale_dtype;
+  uint32_t experts, n, k;
+  int32_t act_and_mul;          /* columns interleave gate and up (packed from a gate/up order) */
+  void* qweight;                /* 16-byte aligned */
+  void* scales;                 /* 16-byte aligned */
+  void* zeros;                  /* INT4_ASYM, 16-byte aligned; else NULL */
+  float* bias;                  /* when the source had a bias, else NULL */
+  uint64_t qweight_bytes, scales_bytes, zeros_bytes, bias_bytes;  /* sizes of the buffers above */
+} moejit_packed_weights_t;
+
+typedef struct moejit_packed_sizes {
+  uint64_t qweight_bytes, scales_bytes, zeros_bytes, bias_bytes;
+} moejit_packed_sizes_t;
+
+void moejit_packed_weights_init(moejit_packed_weights_t* packed);
+
+/* Buffer sizes moejit_pack_weights needs for `desc` (validates the description). */
+moejit_status_t moejit_packed_weights_size(moejit_context_t context, const moejit_weights_desc_t* desc,
+                                           moejit_packed_sizes_t* sizes);
+
+/* Packs `source` into the caller's buffers in `packed` (qweight, scales, zeros, bias set to
+   buffers of the sizes above, in the context backend's memory). Packing happens on the host;
+   device-resident sources and destinations are copied through host memory. Returns when done. */
+moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weights_desc_t* source,
+                                    moejit_packed_weights_t* packed, void* stream);
+
+/* ---- Grouped GEMM ---------------------------------------------------------------------- */
+
+typedef struct moejit_grouped_gemm_args {
+  uint32_t struct_size;
+  const moejit_packed_weights_t* weights;
+  moejit_dtype_t act_dtype;     /* BF16 or F16 */
+  moejit_dtype_t out_dtype;     /* BF16, F16 or F32 */
+  moejit_layout_t layout;
+  moejit_epilogue_t epilogue;   /* act-and-mul epilogues need act_and_mul weights */
+  int32_t m;                    /* indexed: pairs (tokens*topk, also the padding sentinel);
+                                   contiguous: rows; masked: max rows per expert */
+  const void* a;                /* [rows, lda] act dtype, 16-byte aligned rows */
+  int64_t lda;
+  void* c;                      /* [rows, ldc] out dtype (N/2 columns for act-and-mul) */
+  int64_t ldc;
+  /* indexed */
+  const int32_t* sorted_token_ids;
+  const int32_t* expert_ids;
+  const int32_t* num_tokens_post_pad;
+  int32_t block_size;           /* the moe_align block size (16, 32, 64 or 128): the tile rows */
+  int32_t a_row_divisor;        /* A row = pair id / a_row_divisor: topk, or 1 */
+  /* contiguous */
+  const int32_t* expert_offsets; /* [E + 1] */
+  /* masked */
+  const int32_t* expert_counts;  /* [E] */
+  const float* topk_weights;     /* TOPK_WEIGHT: one per pair id */
+  uint32_t rows_per_expert_hint; /* contiguous/masked tile choice; 0: estimated from m */
+  void* workspace;               /* moejit_grouped_gemm_workspace_size bytes, zero-filled once
+                                    before first use (moejit leaves it zero); NULL if 0 bytes */
+  uint64_t workspace_bytes;
+} moejit_grouped_gemm_args_t;
+
+void moejit_grouped_gemm_args_init(moejit_grouped_gemm_args_t* args);
+moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context,
+                                                   const moejit_grouped_gemm_args_t* args, uint64_t* bytes);
+moejit_status_t moejit_grouped_gemm(moejit_context_t context, const moejit_grouped_gemm_args_t* args,
+                                    void* stream);
+
+/* ---- Fused MoE layer -------------------------------------------------------------------- */
+
+/* output[t] = sum over k of topk_weights[t,k] * w2_e(act(w13_e hidden[t])), e = topk_ids[t,k]:
+   routing align -> gate/up GEMM with the activation -> down GEMM with the routing weight ->
+   a top-k reduction in fixed k order (deterministic). */
+typedef struct moejit_fused_moe_args {
+  uint32_t struct_size;
+  const moejit_packed_weights_t* w13; /* N = 2I, K = H, act_and_mul */
+  const moejit_packed_weights_t* w2;  /* N = H, K = I; same experts as w13 */
+  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16 */
+  moejit_dtype_t out_dtype;           /* BF16, F16 or F32 */
+  moejit_epilogue_t activation;       /* SILU_AND_MUL or SWIGLU_OAI */
+  int32_t tokens;                     /* T > 0 */
+  uint32_t topk;
+  uint32_t global_experts;            /* range of topk_ids; 0: w13->experts */
+  const void* hidden;                 /* [T, H] act dtype */
+  const int32_t* topk_ids;            /* [T, topk] global expert ids */
+  const float* topk_weights;          /* [T, topk] */
+  const int32_t* expert_map;          /* [global_experts] -> local expert or -1 (not on this
+                                         rank: contributes nothing); NULL: identity */
+  void* output;                       /* [T, H] out dtype */
+  void* workspace;                    /* moejit_fused_moe_workspace_size bytes */
+  uint64_t workspace_bytes;
+  int32_t max_tokens;                 /* workspace sized for up to this many tokens (graph
+                                         capture at several T); 0: tokens */
+} moejit_fused_moe_args_t;
+
+void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
+moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const moejit_fused_moe_args_t* args,
+                                                uint64_t* bytes);
+moejit_status_t moejit_fused_moe(moejit_context_t context, const moejit_fused_moe_args_t* args, void* stream);
+
+/* ---- Warm-up --------------------------------------------------------------------------- */
+
+typedef struct moejit_model_desc {
+  uint32_t struct_size;
+  uint32_t hidden, intermediate, experts, topk;
+  moejit_weight_format_t format;
+  uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128, or 0 for per-channel INT4 */
+  moejit_dtype_t scale_dtype;
+  moejit_dtype_t act_dtype;     /* default BF16 */
+  moejit_dtype_t out_dtype;     /* default BF16 */
+  moejit_epilogue_t activation; /* default SILU_AND_MUL */
+  uint32_t tensor_parallel;     /* intermediate is split this many ways (default 1) */
+  uint32_t expert_parallel;     /* experts are split this many ways (default 1) */
+  uint32_t max_tokens;          /* largest T the engine runs (default 8192) */
+} moejit_model_desc_t;
+
+void moejit_model_desc_init(moejit_model_desc_t* model);
+
+/* Progress: `done` of `total` kernels, `what` describes the last one. */
+typedef void (*moejit_progress_fn)(void* user_data, uint32_t done, uint32_t total, const char* what);
+
+/* Compiles into the store every kernel the fused MoE layer of `model` can use, for each of
+   `archs` ("sm_90a", ...; NULL or 0: the context's). Needs no GPU for the device backend. */
+moejit_status_t moejit_warmup(moejit_context_t context, const moejit_model_desc_t* model,
+                              const char* const* archs, uint32_t arch_count, moejit_progress_fn progress,
+                              void* progress_user_data);
 
 #ifdef __cplusplus
 } /* extern "C" */

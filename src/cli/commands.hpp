@@ -17,6 +17,8 @@ struct Command {
 
 Command add_compile_command(CLI::App& app, const GlobalOptions& g);
 Command add_cache_command(CLI::App& app, const GlobalOptions& g);
+Command add_warmup_command(CLI::App& app, const GlobalOptions& g);
+Command add_demo_command(CLI::App& app, const GlobalOptions& g);
 
 // `moejit --version` output.
 int print_version(const GlobalOptions& g);

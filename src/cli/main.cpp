@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", g.json, "Print one JSON object instead of text");
   app.add_option("--cache-dir", g.cache_dir, "Writable store root (overrides MOEJIT_CACHE_DIR)");
 
-  std::vector<Command> commands = {add_compile_command(app, g), add_cache_command(app, g)};
+  std::vector<Command> commands = {add_compile_command(app, g), add_cache_command(app, g),
+                                   add_warmup_command(app, g), add_demo_command(app, g)};
 
   try {
     app.parse(argc, argv);

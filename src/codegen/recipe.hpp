@@ -37,5 +37,6 @@ Result<const KernelRecipe*> find_recipe(Op op);
 
 extern const KernelRecipe kMoeAlignRecipe;
 extern const KernelRecipe kGroupedGemmRecipe;
+extern const KernelRecipe kMoeReduceRecipe;
 
 }  // namespace moejit::codegen

@@ -103,6 +103,17 @@ Status validate_grouped_gemm(const KernelSpec& s) {
   return {};
 }
 
+Status validate_moe_reduce(const KernelSpec& s) {
+  MOEJIT_TRY(check_unused(s, {"op"sv, "arch"sv, "backend"sv, "act"sv, "out"sv, "n"sv, "warps"sv}));
+  auto float_type = [](DType d) { return d == DType::bf16 || d == DType::f16 || d == DType::f32; };
+  MOEJIT_TRY(expect_one_of("act", to_string(s.act), float_type(s.act), "bf16, f16 or f32", "(the pair outputs)"));
+  MOEJIT_TRY(expect_one_of("out", to_string(s.out), float_type(s.out), "bf16, f16 or f32"));
+  if (s.n < 8 || s.n % 8 != 0)
+    return error(Code::invalid_argument, "field 'n' = {}: expected a positive multiple of 8 (one 16-byte vector per thread)", s.n);
+  MOEJIT_TRY(check_range("warps", s.warps, 1, 32, "moe_reduce"));
+  return {};
+}
+
 }  // namespace
 
 Status validate_spec(const KernelSpec& spec) {
@@ -118,9 +129,10 @@ Status validate_spec(const KernelSpec& spec) {
   switch (spec.op) {
     case Op::moe_align: return validate_moe_align(spec);
     case Op::grouped_gemm: return validate_grouped_gemm(spec);
+    case Op::moe_reduce: return validate_moe_reduce(spec);
     case Op::none: break;
   }
-  return error(Code::invalid_argument, "field 'op' is not set: expected moe_align or grouped_gemm");
+  return error(Code::invalid_argument, "field 'op' is not set: expected moe_align, grouped_gemm or moe_reduce");
 }
 
 }  // namespace moejit

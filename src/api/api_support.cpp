@@ -1,0 +1,88 @@
+#include "api/api_support.hpp"
+
+#include "spec/spec_fields.hpp"
+
+namespace moejit::api {
+namespace {
+thread_local std::string last_error_message;
+}
+
+void set_last_error(const Status& status) { last_error_message = status.message(); }
+const char* last_error_text() { return last_error_message.c_str(); }
+void clear_last_error() { last_error_message.clear(); }
+
+Status check_struct(const void* p, std::uint32_t struct_size, std::size_t minimum, const char* name) {
+  if (p == nullptr) return error(Code::invalid_argument, "argument '{}' is null", name);
+  if (struct_size < minimum)
+    return error(Code::invalid_argument,
+                 "argument '{}': struct_size = {}, expected at least {} (initialize it with its *_init function)",
+                 name, struct_size, minimum);
+  return {};
+}
+
+Status check_context(moejit_context_t context) {
+  if (context == nullptr) return error(Code::invalid_argument, "argument 'context' is null");
+  return {};
+}
+
+Result<DType> dtype_of(int value, const char* argument) {
+  if (value < static_cast<int>(DType::bf16) || value > static_cast<int>(DType::e8m0))
+    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_dtype_t (1..5)", argument, value);
+  return static_cast<DType>(value);
+}
+
+Result<Epilogue> epilogue_of(int value, const char* argument) {
+  if (value < 0 || value > static_cast<int>(Epilogue::topk_weight))
+    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_epilogue_t (0..3)", argument, value);
+  return static_cast<Epilogue>(value);
+}
+
+Result<Layout> layout_of(int value, const char* argument) {
+  if (value < static_cast<int>(Layout::indexed) || value > static_cast<int>(Layout::masked))
+    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_layout_t (1..3)", argument, value);
+  return static_cast<Layout>(value);
+}
+
+Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w, const char* argument) {
+  MOEJIT_TRY(check_struct(w, w ? w->struct_size : 0, sizeof(moejit_packed_weights_t), argument));
+  if (w->format < MOEJIT_WEIGHT_MXFP4 || w->format > MOEJIT_WEIGHT_INT4_ASYM)
+    return error(Code::invalid_argument, "argument '{}->format' = {}: expected a moejit_weight_format_t", argument,
+                 static_cast<int>(w->format));
+  MOEJIT_ASSIGN_OR_RETURN(DType scale, dtype_of(w->scale_dtype, "scale_dtype"));
+  if (w->qweight == nullptr || w->scales == nullptr)
+    return error(Code::invalid_argument, "argument '{}': qweight and scales must point to packed buffers", argument);
+  if (w->format == MOEJIT_WEIGHT_INT4_ASYM && w->zeros == nullptr)
+    return error(Code::invalid_argument, "argument '{}->zeros' is null: int4_asym weights need zero points", argument);
+  if (w->group_size == 0 || w->k % w->group_size != 0 || w->n % 32 != 0 || w->k % 32 != 0 || w->experts == 0)
+    return error(Code::invalid_argument, "argument '{}': E x N x K = {} x {} x {} with group {}: not a packed shape "
+                 "(N and K multiples of 32, the group dividing K)", argument, w->experts, w->n, w->k, w->group_size);
+  // The buffers must be exactly what the shape packs to: a wrong size means wrong weights.
+  const std::uint64_t e = w->experts, n = w->n, k = w->k, groups = w->k / w->group_size;
+  const std::uint64_t want[4] = {e * n * k / 2, e * groups * n * (scale == DType::e8m0 ? 1u : 2u),
+                                 w->format == MOEJIT_WEIGHT_INT4_ASYM ? e * groups * n : 0, w->bias ? e * n * 4 : 0};
+  const std::uint64_t have[4] = {w->qweight_bytes, w->scales_bytes, w->zeros ? w->zeros_bytes : 0,
+                                 w->bias ? w->bias_bytes : 0};
+  const char* names[4] = {"qweight_bytes", "scales_bytes", "zeros_bytes", "bias_bytes"};
+  for (int i = 0; i < 4; ++i)
+    if (have[i] != want[i])
+      return error(Code::invalid_argument, "argument '{}->{}' = {}: expected {} for E x N x K = {} x {} x {}", argument,
+                   names[i], have[i], want[i], e, n, k);
+  for (auto [p, name] : {std::pair<const void*, const char*>{w->qweight, "qweight"}, {w->scales, "scales"}, {w->zeros, "zeros"}})
+    if (p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+      return error(Code::invalid_argument, "argument '{}->{}' = {}: expected 16-byte alignment", argument, name, p);
+  dispatch::PackedWeightsView v;
+  v.format = static_cast<WeightFormat>(w->format);
+  v.group_size = w->group_size;
+  v.scale = scale;
+  v.experts = w->experts;
+  v.n = w->n;
+  v.k = w->k;
+  v.act_and_mul = w->act_and_mul != 0;
+  v.qweight = w->qweight;
+  v.scales = w->scales;
+  v.zeros = w->zeros;
+  v.bias = w->bias;
+  return v;
+}
+
+}  // namespace moejit::api

@@ -1,0 +1,52 @@
+#pragma once
+// Shared by the C ABI entry points: the thread's last error, the guard that turns Status and
+// exceptions into status codes, and conversions from ABI structs to the ops' types.
+
+#include <exception>
+#include <string>
+
+#include "api/context.hpp"
+#include "dispatch/grouped_gemm_op.hpp"
+#include "moejit/moejit.h"
+#include "support/status.hpp"
+
+namespace moejit::api {
+
+void set_last_error(const Status& status);
+void clear_last_error();
+
+inline moejit_status_t to_c(const Status& s) {
+  if (s.ok()) {
+    clear_last_error();
+    return MOEJIT_OK;
+  }
+  set_last_error(s);
+  return static_cast<moejit_status_t>(s.code());
+}
+
+// Runs `body` (returning Status); exceptions become MOEJIT_ERROR_INTERNAL with their message.
+template <typename F>
+moejit_status_t guarded(F&& body) noexcept {
+  try {
+    return to_c(body());
+  } catch (const std::exception& e) {
+    return to_c(error(Code::internal, "unexpected exception: {}", e.what()));
+  } catch (...) {
+    return to_c(error(Code::internal, "unexpected exception"));
+  }
+}
+
+// A struct passed in must be at least as large as its first ABI version.
+Status check_struct(const void* p, std::uint32_t struct_size, std::size_t minimum, const char* name);
+
+Status check_context(moejit_context_t context);
+
+// Enum values from the ABI, checked.
+Result<DType> dtype_of(int value, const char* argument);
+Result<Epilogue> epilogue_of(int value, const char* argument);
+Result<Layout> layout_of(int value, const char* argument);
+
+// The ops' view of packed weights, checked for presence and consistency.
+Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* packed, const char* argument);
+
+}  // namespace moejit::api

@@ -1,0 +1,74 @@
+// C ABI: the grouped GEMM.
+
+#include "api/api_support.hpp"
+
+using namespace moejit;
+
+namespace {
+
+Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args_t* a) {
+  MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, sizeof(moejit_grouped_gemm_args_t), "args"));
+  dispatch::GroupedGemmRequest r;
+  MOEJIT_ASSIGN_OR_RETURN(r.weights, api::packed_view(a->weights, "args->weights"));
+  MOEJIT_ASSIGN_OR_RETURN(r.act, api::dtype_of(a->act_dtype, "args->act_dtype"));
+  MOEJIT_ASSIGN_OR_RETURN(r.out, api::dtype_of(a->out_dtype, "args->out_dtype"));
+  MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));
+  MOEJIT_ASSIGN_OR_RETURN(r.epilogue, api::epilogue_of(a->epilogue, "args->epilogue"));
+  if (a->block_size < 0) return error(Code::invalid_argument, "argument 'args->block_size' = {}: expected >= 0", a->block_size);
+  r.block_size = static_cast<std::uint32_t>(a->block_size);
+  r.rows_per_expert_hint = a->rows_per_expert_hint;
+  r.workspace = a->workspace;
+  r.workspace_bytes = a->workspace_bytes;
+  GroupedGemmParams& p = r.params;
+  p.m = a->m;
+  p.a = a->a;
+  p.lda = a->lda;
+  p.c = a->c;
+  p.ldc = a->ldc;
+  p.sorted_token_ids = a->sorted_token_ids;
+  p.expert_ids = a->expert_ids;
+  p.num_tokens_post_pad = a->num_tokens_post_pad;
+  p.a_row_divisor = a->a_row_divisor;
+  p.expert_offsets = a->expert_offsets;
+  p.expert_counts = a->expert_counts;
+  p.topk_weights = a->topk_weights;
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+void moejit_grouped_gemm_args_init(moejit_grouped_gemm_args_t* args) {
+  if (args == nullptr) return;
+  *args = moejit_grouped_gemm_args_t{};
+  args->struct_size = sizeof(moejit_grouped_gemm_args_t);
+  args->act_dtype = MOEJIT_DTYPE_BF16;
+  args->out_dtype = MOEJIT_DTYPE_BF16;
+  args->layout = MOEJIT_LAYOUT_INDEXED;
+  args->a_row_divisor = 1;
+}
+
+moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context, const moejit_grouped_gemm_args_t* args,
+                                                   uint64_t* bytes) {
+  return api::guarded([&]() -> Status {
+    MOEJIT_TRY(api::check_context(context));
+    if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null");
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args));
+    MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
+    MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::grouped_gemm_workspace(r, launcher->arch(), launcher->backend()));
+    return {};
+  });
+}
+
+moejit_status_t moejit_grouped_gemm(moejit_context_t context, const moejit_grouped_gemm_args_t* args, void* stream) {
+  return api::guarded([&]() -> Status {
+    MOEJIT_TRY(api::check_context(context));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args));
+    MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
+    dispatch::OpContext ops = context->op_context(*launcher);
+    return dispatch::run_grouped_gemm(ops, r, stream);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,99 @@
+// C ABI: warm-up.
+
+#include <future>
+#include <vector>
+
+#include "api/api_support.hpp"
+#include "dispatch/model_specs.hpp"
+#include "spec/arch.hpp"
+#include "spec/spec_fields.hpp"
+#include "spec/spec_json.hpp"
+
+using namespace moejit;
+
+namespace {
+
+Result<dispatch::ModelDesc> model_of(const moejit_model_desc_t* m) {
+  MOEJIT_TRY(api::check_struct(m, m ? m->struct_size : 0, sizeof(moejit_model_desc_t), "model"));
+  if (m->format < MOEJIT_WEIGHT_MXFP4 || m->format > MOEJIT_WEIGHT_INT4_ASYM)
+    return error(Code::invalid_argument, "argument 'model->format' = {}: expected a moejit_weight_format_t",
+                 static_cast<int>(m->format));
+  dispatch::ModelDesc d;
+  d.hidden = m->hidden;
+  d.intermediate = m->intermediate;
+  d.experts = m->experts;
+  d.topk = m->topk;
+  d.format = static_cast<WeightFormat>(m->format);
+  d.group_size = m->group_size;
+  MOEJIT_ASSIGN_OR_RETURN(d.scale, api::dtype_of(m->scale_dtype, "model->scale_dtype"));
+  MOEJIT_ASSIGN_OR_RETURN(d.act, api::dtype_of(m->act_dtype, "model->act_dtype"));
+  MOEJIT_ASSIGN_OR_RETURN(d.out, api::dtype_of(m->out_dtype, "model->out_dtype"));
+  MOEJIT_ASSIGN_OR_RETURN(d.activation, api::epilogue_of(m->activation, "model->activation"));
+  d.tensor_parallel = m->tensor_parallel;
+  d.expert_parallel = m->expert_parallel;
+  d.max_tokens = m->max_tokens;
+  return d;
+}
+
+Result<std::vector<Arch>> archs_of(moejit_context_t context, const char* const* archs, std::uint32_t count) {
+  std::vector<Arch> out;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (archs == nullptr || archs[i] == nullptr) return error(Code::invalid_argument, "argument 'archs[{}]' is null", i);
+    auto a = parse_arch(archs[i]);
+    if (!a) return error(Code::invalid_argument, "argument 'archs[{}]' = '{}': expected sm_80 ... sm_121a", i, archs[i]);
+    out.push_back(*a);
+  }
+  if (out.empty()) {
+    if (!context->launcher)
+      return error(Code::invalid_argument,
+                   "argument 'archs' is empty and the context has no GPU ({}); name the architectures to warm",
+                   context->launcher_error.message());
+    out.push_back(context->launcher->arch());
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+void moejit_model_desc_init(moejit_model_desc_t* model) {
+  if (model == nullptr) return;
+  *model = moejit_model_desc_t{};
+  model->struct_size = sizeof(moejit_model_desc_t);
+  model->act_dtype = MOEJIT_DTYPE_BF16;
+  model->out_dtype = MOEJIT_DTYPE_BF16;
+  model->activation = MOEJIT_EPILOGUE_SILU_AND_MUL;
+  model->tensor_parallel = 1;
+  model->expert_parallel = 1;
+  model->max_tokens = 8192;
+}
+
+moejit_status_t moejit_warmup(moejit_context_t context, const moejit_model_desc_t* model, const char* const* archs,
+                              uint32_t arch_count, moejit_progress_fn progress, void* progress_user_data) {
+  return api::guarded([&]() -> Status {
+    MOEJIT_TRY(api::check_context(context));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::ModelDesc desc, model_of(model));
+    MOEJIT_ASSIGN_OR_RETURN(std::vector<Arch> targets, archs_of(context, archs, arch_count));
+    std::vector<KernelSpec> specs;
+    for (Arch arch : targets) {
+      MOEJIT_ASSIGN_OR_RETURN(auto more, dispatch::model_specs(desc, arch, context->backend));
+      specs.insert(specs.end(), more.begin(), more.end());
+    }
+    std::vector<std::future<Result<Resolution>>> pending;
+    for (const KernelSpec& s : specs) pending.push_back(context->resolver->resolve_async(s));
+    Status first_error;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto r = pending[i].get();
+      if (!r.ok() && first_error.ok()) first_error = r.status();
+      if (progress != nullptr) {
+        const std::string what = spec_to_json(specs[i]);
+        progress(progress_user_data, static_cast<std::uint32_t>(i + 1), static_cast<std::uint32_t>(pending.size()),
+                 what.c_str());
+      }
+    }
+    return first_error;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,102 @@
+// C ABI: packing weights into moejit's layout.
+
+#include "api/api_support.hpp"
+#include "dispatch/weight_pack_op.hpp"
+
+using namespace moejit;
+
+namespace {
+
+Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
+  MOEJIT_TRY(api::check_struct(d, d ? d->struct_size : 0, sizeof(moejit_weights_desc_t), "desc"));
+  if (d->format < MOEJIT_WEIGHT_MXFP4 || d->format > MOEJIT_WEIGHT_INT4_ASYM)
+    return error(Code::invalid_argument, "argument 'desc->format' = {}: expected a moejit_weight_format_t (1..3)",
+                 static_cast<int>(d->format));
+  if (d->source < MOEJIT_SOURCE_PLAIN_CODES || d->source > MOEJIT_SOURCE_AWQ)
+    return error(Code::invalid_argument, "argument 'desc->source' = {}: expected a moejit_weight_source_t (1..5)",
+                 static_cast<int>(d->source));
+  if (d->rows < MOEJIT_ROWS_PLAIN || d->rows > MOEJIT_ROWS_INTERLEAVED)
+    return error(Code::invalid_argument, "argument 'desc->rows' = {}: expected a moejit_row_order_t (0..2)",
+                 static_cast<int>(d->rows));
+  MOEJIT_ASSIGN_OR_RETURN(DType scale, api::dtype_of(d->scale_dtype, "desc->scale_dtype"));
+  dispatch::WeightSourceDesc w;
+  w.format = static_cast<WeightFormat>(d->format);
+  w.group_size = d->group_size;
+  w.scale = scale;
+  w.experts = d->experts;
+  w.n = d->n;
+  w.k = d->k;
+  w.source = static_cast<dispatch::WeightSource>(d->source);
+  w.rows = static_cast<quant::RowOrder>(d->rows);
+  w.qweight = d->qweight;
+  w.scales = d->scales;
+  w.zeros = d->zeros;
+  w.bias = d->bias;
+  w.on_device = d->source_on_device != 0;
+  return w;
+}
+
+}  // namespace
+
+extern "C" {
+
+void moejit_weights_desc_init(moejit_weights_desc_t* desc) {
+  if (desc == nullptr) return;
+  *desc = moejit_weights_desc_t{};
+  desc->struct_size = sizeof(moejit_weights_desc_t);
+  desc->source = MOEJIT_SOURCE_PLAIN_CODES;
+}
+
+void moejit_packed_weights_init(moejit_packed_weights_t* packed) {
+  if (packed == nullptr) return;
+  *packed = moejit_packed_weights_t{};
+  packed->struct_size = sizeof(moejit_packed_weights_t);
+}
+
+moejit_status_t moejit_packed_weights_size(moejit_context_t context, const moejit_weights_desc_t* desc,
+                                           moejit_packed_sizes_t* sizes) {
+  return api::guarded([&]() -> Status {
+    MOEJIT_TRY(api::check_context(context));
+    if (sizes == nullptr) return error(Code::invalid_argument, "argument 'sizes' is null");
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::WeightSourceDesc w, source_desc(desc));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::PackedSizes s, dispatch::packed_sizes(w));
+    *sizes = {s.qweight, s.scales, s.zeros, s.bias};
+    return {};
+  });
+}
+
+moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weights_desc_t* source,
+                                    moejit_packed_weights_t* packed, void* stream) {
+  return api::guarded([&]() -> Status {
+    MOEJIT_TRY(api::check_context(context));
+    MOEJIT_TRY(api::check_struct(packed, packed ? packed->struct_size : 0, sizeof(moejit_packed_weights_t), "packed"));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::WeightSourceDesc w, source_desc(source));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::PackedSizes need, dispatch::packed_sizes(w));
+    const std::uint64_t need_of[4] = {need.qweight, need.scales, need.zeros, need.bias};
+    const std::uint64_t have[4] = {packed->qweight_bytes, packed->scales_bytes, packed->zeros_bytes, packed->bias_bytes};
+    const char* names[4] = {"qweight_bytes", "scales_bytes", "zeros_bytes", "bias_bytes"};
+    for (int i = 0; i < 4; ++i)
+      if (need_of[i] > 0 && have[i] < need_of[i])
+        return error(Code::invalid_argument, "argument 'packed->{}' = {}: expected at least {} (moejit_packed_weights_size)",
+                     names[i], have[i], need_of[i]);
+    MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
+    MOEJIT_TRY(dispatch::pack_weights(*launcher, w, {packed->qweight, packed->scales, packed->zeros, packed->bias}, stream));
+    packed->format = source->format;
+    packed->group_size = source->group_size;
+    packed->scale_dtype = source->scale_dtype;
+    packed->experts = source->experts;
+    packed->n = source->n;
+    packed->k = source->k;
+    packed->act_and_mul = source->rows != MOEJIT_ROWS_PLAIN;
+    // The buffers now hold exactly the packed sizes.
+    packed->qweight_bytes = need.qweight;
+    packed->scales_bytes = need.scales;
+    packed->zeros_bytes = need.zeros;
+    packed->bias_bytes = need.bias;
+    if (source->bias == nullptr) packed->bias = nullptr;
+    if (source->format != MOEJIT_WEIGHT_INT4_ASYM) packed->zeros = nullptr;
+    return {};
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,150 @@
+// `moejit warmup --model CONFIG.json --arch sm_90a[,sm_121a] --weights mxfp4 ...`: compile into
+// the store every kernel a model's fused MoE layer can use, or (--from-usage FILE) exactly the
+// kernels a previous run recorded. Needs no GPU.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "cli/model_options.hpp"
+#include "dispatch/spec_observer.hpp"
+#include "spec/arch.hpp"
+#include "spec/spec_fields.hpp"
+
+namespace moejit::cli {
+namespace {
+
+struct WarmupArgs {
+  std::string model, archs = "", weights = "mxfp4", scale, act = "bf16", out = "bf16", from_usage, backend = "device";
+  std::uint32_t tp = 1, ep = 1, max_tokens = 8192, jobs = 0;
+};
+
+Result<std::vector<Arch>> parse_archs(const std::string& list) {
+  std::vector<Arch> out;
+  std::size_t pos = 0;
+  while (pos <= list.size() && !list.empty()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    std::string name = list.substr(pos, comma - pos);
+    auto a = parse_arch(name);
+    if (!a) return error(Code::invalid_argument, "--arch {}: expected a comma-separated list of sm_80 ... sm_121a", name);
+    out.push_back(*a);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// The specs to warm, from a model config or a usage manifest.
+Result<std::vector<KernelSpec>> specs_to_warm(const WarmupArgs& a, Backend backend) {
+  MOEJIT_ASSIGN_OR_RETURN(std::vector<Arch> archs, parse_archs(a.archs));
+  if (!a.from_usage.empty()) {
+    MOEJIT_ASSIGN_OR_RETURN(std::vector<KernelSpec> used, dispatch::read_usage_manifest(a.from_usage));
+    if (archs.empty()) return used;
+    // Re-target the recorded specs: the same kernels for every named architecture.
+    std::vector<KernelSpec> out;
+    for (Arch arch : archs)
+      for (KernelSpec s : used) {
+        s.arch = arch;
+        out.push_back(s);
+      }
+    return out;
+  }
+  if (a.model.empty()) return error(Code::invalid_argument, "expected --model CONFIG.json or --from-usage FILE");
+  if (archs.empty()) return error(Code::invalid_argument, "--arch is required with --model (e.g. --arch sm_90a)");
+  MOEJIT_ASSIGN_OR_RETURN(dispatch::MoeLayerShape shape, dispatch::read_hf_config(a.model));
+  MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(a.weights, a.scale));
+  dispatch::ModelDesc m;
+  m.hidden = shape.hidden;
+  m.intermediate = shape.intermediate;
+  m.experts = shape.experts;
+  m.topk = shape.topk;
+  m.activation = shape.activation;
+  m.format = w.format;
+  m.group_size = w.group_size;
+  m.scale = w.scale;
+  MOEJIT_ASSIGN_OR_RETURN(m.act, parse_act(a.act));
+  MOEJIT_ASSIGN_OR_RETURN(m.out, parse_act(a.out));
+  m.tensor_parallel = a.tp;
+  m.expert_parallel = a.ep;
+  m.max_tokens = a.max_tokens;
+  std::vector<KernelSpec> out;
+  for (Arch arch : archs) {
+    MOEJIT_ASSIGN_OR_RETURN(auto specs, dispatch::model_specs(m, arch, backend));
+    out.insert(out.end(), specs.begin(), specs.end());
+  }
+  return out;
+}
+
+void draw_progress(std::size_t done, std::size_t total, bool tty) {
+  if (tty) {
+    const int width = 30, filled = static_cast<int>(width * done / std::max<std::size_t>(total, 1));
+    std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu kernels", filled, "##############################", width - filled, "",
+                 done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  } else if (done == total || (total >= 10 && done % (total / 10) == 0)) {
+    std::fprintf(stderr, "warmup: %zu/%zu kernels\n", done, total);
+  }
+}
+
+}  // namespace
+
+Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
+  auto* cmd = app.add_subcommand("warmup", "Compile every kernel a model can use into the store (no GPU needed)");
+  auto a = std::make_shared<WarmupArgs>();
+  cmd->add_option("--model", a->model, "Hugging Face config.json of the model");
+  cmd->add_option("--arch", a->archs, "Target architectures, comma-separated (e.g. sm_90a,sm_121a)");
+  cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
+  cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
+  cmd->add_option("--act", a->act, "Activation dtype: bf16 (default) or f16");
+  cmd->add_option("--out", a->out, "Output dtype: bf16 (default) or f16");
+  cmd->add_option("--tp", a->tp, "Tensor-parallel ranks (the expert FFN width is split)");
+  cmd->add_option("--ep", a->ep, "Expert-parallel ranks (the experts are split)");
+  cmd->add_option("--max-tokens", a->max_tokens, "Largest batch the engine runs (default 8192)");
+  cmd->add_option("-j,--jobs", a->jobs, "Concurrent compiles (default: cores, at most 8)");
+  cmd->add_option("--from-usage", a->from_usage, "Warm exactly the kernels a usage manifest lists");
+  cmd->add_option("--backend", a->backend, "device (CUBINs, default) or host");
+  return {cmd, [&g, a]() -> int {
+    Backend backend = a->backend == "host" ? Backend::host : Backend::device;
+    if (a->backend != "host" && a->backend != "device")
+      return fail(g, error(Code::invalid_argument, "--backend {}: expected device or host", a->backend));
+    auto specs = specs_to_warm(*a, backend);
+    if (!specs.ok()) return fail(g, specs.status());
+    auto options = resolver_options(g);
+    if (!options.ok()) return fail(g, options.status());
+    if (a->jobs > 0) options->compile_threads = a->jobs;
+    auto resolver = KernelResolver::create(std::move(options).value());
+    if (!resolver.ok()) return fail(g, resolver.status());
+
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::future<Result<Resolution>>> pending;
+    for (const KernelSpec& s : *specs) pending.push_back((*resolver)->resolve_async(s));
+    const bool tty = ::isatty(2) != 0;
+    std::size_t compiled = 0, from_disk = 0, from_memory = 0;
+    Json errors = Json::array();
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      auto r = pending[i].get();
+      if (!r.ok()) errors.push_back(r.status().to_string());
+      else if (r->source == KernelSource::compiled) ++compiled;
+      else if (r->source == KernelSource::disk) ++from_disk;
+      else ++from_memory;
+      draw_progress(i + 1, pending.size(), tty);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto stats = (*resolver)->stats();
+    Json doc{{"kernels", specs->size()},
+             {"compiled", compiled},
+             {"from_disk", from_disk},
+             {"duplicates", from_memory},
+             {"errors", errors},
+             {"seconds", seconds},
+             {"compile_ms", stats.compile_ms},
+             {"store", (*resolver)->store().options().dir},
+             {"memory_only", (*resolver)->store().memory_only()}};
+    print(g, doc);
+    return errors.empty() ? 0 : 1;
+  }};
+}
+
+}  // namespace moejit::cli

@@ -1,0 +1,49 @@
+#include "cli/model_options.hpp"
+
+#include <charconv>
+
+namespace moejit::cli {
+
+std::string_view weights_help() {
+  return "mxfp4, int4-g32|g64|g128|channel (symmetric) or int4-asym-g32|g64|g128|channel";
+}
+
+Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale) {
+  WeightChoice w;
+  if (text == "mxfp4") {
+    if (!scale.empty() && scale != "e8m0")
+      return error(Code::invalid_argument, "--scale {}: MXFP4 scales are e8m0", scale);
+    return w;
+  }
+  std::string_view rest;
+  if (text.starts_with("int4-asym-")) {
+    w.format = WeightFormat::int4_asym;
+    rest = text.substr(10);
+  } else if (text.starts_with("int4-")) {
+    w.format = WeightFormat::int4_sym;
+    rest = text.substr(5);
+  } else {
+    return error(Code::invalid_argument, "--weights {}: expected {}", text, weights_help());
+  }
+  if (rest == "channel") {
+    w.group_size = 0;
+  } else {
+    std::uint32_t g = 0;
+    auto [end, ec] = std::from_chars(rest.data() + (rest.starts_with('g') ? 1 : 0), rest.data() + rest.size(), g);
+    if (!rest.starts_with('g') || ec != std::errc() || end != rest.data() + rest.size() || (g != 32 && g != 64 && g != 128))
+      return error(Code::invalid_argument, "--weights {}: expected {}", text, weights_help());
+    w.group_size = g;
+  }
+  if (scale.empty() || scale == "bf16") w.scale = DType::bf16;
+  else if (scale == "f16") w.scale = DType::f16;
+  else return error(Code::invalid_argument, "--scale {}: expected bf16 or f16 for INT4", scale);
+  return w;
+}
+
+Result<DType> parse_act(std::string_view text) {
+  if (text == "bf16") return DType::bf16;
+  if (text == "f16") return DType::f16;
+  return error(Code::invalid_argument, "--act {}: expected bf16 or f16", text);
+}
+
+}  // namespace moejit::cli

@@ -1,0 +1,27 @@
+#pragma once
+// Options shared by `moejit warmup` and `moejit demo`: the weight format named on the command
+// line, and the model description built from a Hugging Face config.json.
+
+#include <string>
+
+#include "dispatch/hf_config.hpp"
+#include "dispatch/model_specs.hpp"
+#include "support/status.hpp"
+
+namespace moejit::cli {
+
+struct WeightChoice {
+  WeightFormat format = WeightFormat::mxfp4;
+  std::uint32_t group_size = 32;  // 0 with int4: per-channel (K)
+  DType scale = DType::e8m0;
+};
+
+// "mxfp4", "int4-g128" (symmetric), "int4-asym-g64", "int4-channel", "int4-asym-channel";
+// `scale` ("bf16" / "f16", empty: bf16) for INT4.
+Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale);
+
+Result<DType> parse_act(std::string_view text);
+
+std::string_view weights_help();
+
+}  // namespace moejit::cli

@@ -1,0 +1,265 @@
+#include "dispatch/fused_moe_op.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "dispatch/grouped_gemm_launch.hpp"
+#include "dispatch/tile_configs.hpp"
+#include "moe/align_params.cuh"
+#include "moe/reduce_params.cuh"
+#include "spec/arch.hpp"
+#include "spec/spec_fields.hpp"
+#include "support/env.hpp"
+
+namespace moejit::dispatch {
+namespace {
+
+constexpr std::uint64_t kAlign = 256;  // every workspace region starts 256-byte aligned
+constexpr std::uint32_t kReduceWarps = 4;
+
+std::uint64_t round_up(std::uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+std::uint64_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
+
+std::uint32_t global_experts(const FusedMoeRequest& r) { return r.global_experts ? r.global_experts : r.w13.experts; }
+
+// Where each intermediate lives in the workspace.
+struct WorkspaceLayout {
+  std::uint64_t sorted = 0, expert_ids = 0, post_pad = 0, intermediate = 0, pairs = 0, total = 0;
+};
+
+WorkspaceLayout workspace_layout(const FusedMoeRequest& r, Arch arch) {
+  const std::int64_t max_pairs = static_cast<std::int64_t>(std::max(r.max_tokens, r.tokens)) * r.topk;
+  const std::uint32_t experts = global_experts(r);
+  // Sized for every block size the tile rule can pick, so one workspace serves every T up to
+  // max_tokens (graph capture at several batch sizes).
+  std::int64_t slots = 0, blocks = 0;
+  for (const auto& tile : gemm_tile_configs(arch)) {
+    slots = std::max<std::int64_t>(slots, align_max_padded(max_pairs, experts, tile.bm));
+    blocks = std::max<std::int64_t>(blocks, align_max_blocks(max_pairs, experts, tile.bm));
+  }
+  const std::uint32_t inter = r.w13.n / 2, hidden = r.w13.k;
+  WorkspaceLayout l;
+  l.sorted = 0;
+  l.expert_ids = l.sorted + round_up(static_cast<std::uint64_t>(slots) * 4);
+  l.post_pad = l.expert_ids + round_up(static_cast<std::uint64_t>(blocks) * 4);
+  l.intermediate = l.post_pad + kAlign;
+  l.pairs = l.intermediate + round_up(static_cast<std::uint64_t>(max_pairs) * inter * dtype_bytes(r.act));
+  l.total = l.pairs + round_up(static_cast<std::uint64_t>(max_pairs) * hidden * dtype_bytes(r.act));
+  return l;
+}
+
+Status check_request(const FusedMoeRequest& r) {
+  if (r.tokens <= 0) return error(Code::invalid_argument, "argument 'tokens' = {}: expected > 0", r.tokens);
+  if (r.max_tokens != 0 && r.max_tokens < r.tokens)
+    return error(Code::invalid_argument, "argument 'max_tokens' = {}: expected 0 or at least tokens = {}", r.max_tokens,
+                 r.tokens);
+  if (r.topk == 0 || r.topk > 64) return error(Code::invalid_argument, "argument 'topk' = {}: expected 1 to 64", r.topk);
+  if (r.activation != Epilogue::silu_and_mul && r.activation != Epilogue::swiglu_oai)
+    return error(Code::invalid_argument, "argument 'activation' = {}: expected silu_and_mul or swiglu_oai",
+                 to_string(r.activation));
+  if (!r.w13.act_and_mul)
+    return error(Code::invalid_argument, "argument 'w13': packed as plain rows; expected gate/up (act_and_mul) weights");
+  if (r.w2.act_and_mul)
+    return error(Code::invalid_argument, "argument 'w2': packed with gate/up interleaving; expected plain rows");
+  if (r.w2.experts != r.w13.experts)
+    return error(Code::invalid_argument, "argument 'w2': {} experts, but w13 has {}", r.w2.experts, r.w13.experts);
+  if (r.w2.n != r.w13.k || r.w2.k != r.w13.n / 2)
+    return error(Code::invalid_argument,
+                 "argument 'w2': N x K = {} x {}; expected H x I = {} x {} (w13 is 2I x H = {} x {})", r.w2.n, r.w2.k,
+                 r.w13.k, r.w13.n / 2, r.w13.n, r.w13.k);
+  if (global_experts(r) < r.w13.experts && r.expert_map == nullptr)
+    return error(Code::invalid_argument,
+                 "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local (with an expert_map)",
+                 global_experts(r), r.w13.experts);
+  if (r.act != DType::bf16 && r.act != DType::f16)
+    return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16 or f16", to_string(r.act));
+  if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
+    return error(Code::invalid_argument, "argument 'out_dtype' = {}: expected bf16, f16 or f32", to_string(r.out));
+  // 16-byte rows for the vector loads and stores; 4-byte routing arrays.
+  const struct {
+    const void* p;
+    const char* name;
+    std::uintptr_t alignment;
+  } pointers[] = {{r.hidden, "hidden", 16}, {r.output, "output", 16}, {r.topk_ids, "topk_ids", 4},
+                  {r.topk_weights, "topk_weights", 4}, {r.workspace, "workspace", 256}};
+  for (const auto& [p, name, alignment] : pointers) {
+    if (p == nullptr && std::string_view(name) != "workspace")
+      return error(Code::invalid_argument, "argument '{}' is null", name);
+    if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0)
+      return error(Code::invalid_argument, "argument '{}' = {}: expected {}-byte alignment", name, p, alignment);
+  }
+  if (r.expert_map != nullptr && reinterpret_cast<std::uintptr_t>(r.expert_map) % 4 != 0)
+    return error(Code::invalid_argument, "argument 'expert_map': expected 4-byte alignment");
+  return {};
+}
+
+// Warps for the align kernel: as many as fit its shared memory, at most 16.
+std::uint16_t align_warps(std::uint32_t experts, Arch arch) {
+  for (std::uint16_t w = 16; w > 1; w /= 2)
+    if (align_shared_bytes(experts, w) <= arch_info(arch).max_shared_per_block) return w;
+  return 1;
+}
+
+// Expert ids outside [0, experts) would be dropped by the align kernel without a word; where the
+// ids can be read without a device synchronization (the host backend), or when asked to
+// (MOEJIT_CHECK_INPUTS=1, which synchronizes the stream), they are an error instead.
+Status check_topk_ids(Launcher& launcher, const FusedMoeRequest& r, void* stream) {
+  static const bool forced = env_bool("MOEJIT_CHECK_INPUTS", false).ok() && *env_bool("MOEJIT_CHECK_INPUTS", false);
+  const std::size_t count = static_cast<std::size_t>(r.tokens) * r.topk;
+  const std::int32_t* ids = r.topk_ids;
+  std::vector<std::int32_t> copy;
+  if (launcher.backend() != Backend::host) {
+    if (!forced) return {};
+    copy.resize(count);
+    MOEJIT_TRY(launcher.copy_from_backend(copy.data(), r.topk_ids, count * sizeof(std::int32_t), stream));
+    MOEJIT_TRY(launcher.synchronize(stream));
+    ids = copy.data();
+  }
+  const std::uint32_t experts = global_experts(r);
+  for (std::size_t i = 0; i < count; ++i)
+    if (ids[i] < 0 || static_cast<std::uint32_t>(ids[i]) >= experts)
+      return error(Code::invalid_argument, "argument 'topk_ids[{}]' (token {}, k {}) = {}: expected an expert id in [0, {})",
+                   i, i / r.topk, i % r.topk, ids[i], experts);
+  return {};
+}
+
+// Where the routing align writes and the GEMMs read; null for spec enumeration.
+struct AlignBuffers {
+  const i32* sorted = nullptr;
+  const i32* expert_ids = nullptr;
+  const i32* post_pad = nullptr;
+};
+
+// The gate/up and down GEMMs of the layer for tile rows `bm`: the gate/up projection reads one
+// hidden row per token and writes one activated row per pair into `intermediate`; the down
+// projection reads those and writes each pair's row, scaled by its routing weight, into `pairs`.
+struct LayerGemms {
+  GroupedGemmRequest up, down;
+};
+
+LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBuffers& align, void* intermediate,
+                       void* pairs) {
+  const std::uint32_t inter = r.w13.n / 2, hidden = r.w13.k;
+  LayerGemms g;
+  GroupedGemmRequest& up = g.up;
+  up.weights = r.w13;
+  up.act = r.act;
+  up.out = r.act;
+  up.layout = Layout::indexed;
+  up.epilogue = r.activation;
+  up.block_size = bm;
+  up.params.m = r.tokens * static_cast<i32>(r.topk);
+  up.params.a = r.hidden;
+  up.params.lda = hidden;
+  up.params.c = intermediate;
+  up.params.ldc = inter;
+  up.params.sorted_token_ids = align.sorted;
+  up.params.expert_ids = align.expert_ids;
+  up.params.num_tokens_post_pad = align.post_pad;
+  up.params.a_row_divisor = static_cast<i32>(r.topk);
+  GroupedGemmRequest& down = g.down;
+  down = up;
+  down.weights = r.w2;
+  down.epilogue = Epilogue::topk_weight;
+  down.params.a = intermediate;
+  down.params.lda = inter;
+  down.params.c = pairs;
+  down.params.ldc = hidden;
+  down.params.a_row_divisor = 1;
+  down.params.topk_weights = r.topk_weights;
+  return g;
+}
+
+}  // namespace
+
+Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend) {
+  MOEJIT_TRY(check_request(r));
+  const std::int64_t pairs = static_cast<std::int64_t>(r.tokens) * r.topk;
+  const std::int64_t busy = std::min<std::int64_t>(pairs, r.w13.experts);
+  const TileConfig tile = pick_gemm_tile(arch, static_cast<std::uint32_t>((pairs + busy - 1) / busy));
+
+  FusedMoeSpecs s;
+  s.align.op = Op::moe_align;
+  s.align.arch = arch;
+  s.align.backend = backend;
+  s.align.experts = global_experts(r);
+  s.align.bm = tile.bm;
+  s.align.warps = align_warps(global_experts(r), arch);
+
+  const LayerGemms gemms = layer_gemms(r, tile.bm, {}, nullptr, nullptr);
+  MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend));
+  MOEJIT_ASSIGN_OR_RETURN(s.down, grouped_gemm_spec(gemms.down, arch, backend));
+
+  s.reduce.op = Op::moe_reduce;
+  s.reduce.arch = arch;
+  s.reduce.backend = backend;
+  s.reduce.act = r.act;
+  s.reduce.out = r.out;
+  s.reduce.n = r.w13.k;
+  s.reduce.warps = kReduceWarps;
+  return s;
+}
+
+Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch) {
+  MOEJIT_TRY(check_request(r));
+  return workspace_layout(r, arch).total;
+}
+
+Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
+  const Arch arch = ctx.launcher.arch();
+  MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend()));
+  MOEJIT_TRY(check_topk_ids(ctx.launcher, r, stream));
+  const WorkspaceLayout l = workspace_layout(r, arch);
+  if (r.workspace == nullptr || r.workspace_bytes < l.total)
+    return error(Code::invalid_argument, "argument 'workspace_bytes' = {}: this layer needs {} (workspace {})",
+                 r.workspace_bytes, l.total, r.workspace == nullptr ? "is null" : "too small");
+  auto* ws = static_cast<unsigned char*>(r.workspace);
+  auto* sorted = reinterpret_cast<i32*>(ws + l.sorted);
+  auto* expert_ids = reinterpret_cast<i32*>(ws + l.expert_ids);
+  auto* post_pad = reinterpret_cast<i32*>(ws + l.post_pad);
+  void* intermediate = ws + l.intermediate;
+  void* pairs = ws + l.pairs;
+  const i32 numel = r.tokens * static_cast<i32>(r.topk);
+  const std::int64_t rows_per_expert = specs.align.bm;
+  const std::uint32_t hidden = r.w13.k;
+
+  // 1. Routing align.
+  MoeAlignParams align{};
+  align.topk_ids = r.topk_ids;
+  align.expert_map = r.expert_map;
+  align.sorted_token_ids = sorted;
+  align.expert_ids = expert_ids;
+  align.num_tokens_post_pad = post_pad;
+  align.numel = numel;
+  LaunchDims align_dims;
+  align_dims.block[0] = specs.align.warps * 32u;
+  align_dims.dynamic_shared_bytes = static_cast<std::uint32_t>(align_shared_bytes(specs.align.experts, specs.align.warps));
+  MOEJIT_TRY(run_kernel(ctx, specs.align, align_dims, &align, sizeof align, stream,
+                        Decision{"fused_moe align", numel, rows_per_expert}));
+
+  // 2-3. Gate/up projection with the activation, then the down projection with the weights.
+  const LayerGemms gemms = layer_gemms(r, specs.align.bm, {sorted, expert_ids, post_pad}, intermediate, pairs);
+  MOEJIT_TRY(run_grouped_gemm(ctx, gemms.up, stream));
+  MOEJIT_TRY(run_grouped_gemm(ctx, gemms.down, stream));
+
+  // 4. Sum each token's pairs in k order.
+  MoeReduceParams reduce{};
+  reduce.pairs = pairs;
+  reduce.topk_ids = r.topk_ids;
+  reduce.expert_map = r.expert_map;
+  reduce.out = r.output;
+  reduce.ld_pairs = hidden;
+  reduce.ld_out = hidden;
+  reduce.tokens = r.tokens;
+  reduce.topk = static_cast<i32>(r.topk);
+  reduce.experts = static_cast<i32>(global_experts(r));
+  LaunchDims reduce_dims;
+  const std::uint32_t per_block = kReduceWarps * 32u * kReduceVector;
+  reduce_dims.grid[0] = static_cast<std::uint32_t>(r.tokens);
+  reduce_dims.grid[1] = (hidden + per_block - 1) / per_block;
+  reduce_dims.block[0] = kReduceWarps * 32u;
+  return run_kernel(ctx, specs.reduce, reduce_dims, &reduce, sizeof reduce, stream,
+                    Decision{"fused_moe reduce", r.tokens, rows_per_expert});
+}
+
+}  // namespace moejit::dispatch

@@ -1,0 +1,63 @@
+#include "dispatch/hf_config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <initializer_list>
+
+#include "support/fs.hpp"
+
+namespace moejit::dispatch {
+namespace {
+
+using json = nlohmann::json;
+
+// The first of `names` present in `doc` as a positive integer.
+Result<std::uint32_t> first_of(const json& doc, std::initializer_list<const char*> names, std::string_view what,
+                               std::string_view meaning) {
+  std::string tried;
+  for (const char* name : names) {
+    tried += (tried.empty() ? "" : ", ") + std::string(name);
+    auto it = doc.find(name);
+    if (it == doc.end() || it->is_null()) continue;
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 || it->get<std::uint64_t>() > 1u << 30)
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected a positive integer ({})", what, name, it->dump(),
+                   meaning);
+    return static_cast<std::uint32_t>(it->get<std::uint64_t>());
+  }
+  return error(Code::invalid_argument, "{}: no {} ({}); expected one of: {}", what, meaning, "not an MoE config?", tried);
+}
+
+}  // namespace
+
+Result<MoeLayerShape> parse_hf_config(std::string_view text, std::string_view what) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return error(Code::invalid_argument, "{}: not a JSON object", what);
+  // Multimodal wrappers keep the language model's fields under text_config.
+  if (doc.contains("text_config") && doc["text_config"].is_object() && !doc.contains("hidden_size"))
+    doc = doc["text_config"];
+  MoeLayerShape s;
+  s.model_type = doc.value("model_type", std::string());
+  MOEJIT_ASSIGN_OR_RETURN(s.hidden, first_of(doc, {"hidden_size", "d_model"}, what, "hidden size"));
+  // The expert FFN width: families with dense layers too name it moe_intermediate_size.
+  MOEJIT_ASSIGN_OR_RETURN(s.intermediate, first_of(doc, {"moe_intermediate_size", "expert_intermediate_size",
+                                                         "intermediate_size", "ffn_dim"},
+                                                   what, "expert intermediate size"));
+  MOEJIT_ASSIGN_OR_RETURN(s.experts, first_of(doc, {"n_routed_experts", "num_experts", "num_local_experts",
+                                                    "moe_num_experts", "num_routed_experts"},
+                                              what, "expert count"));
+  MOEJIT_ASSIGN_OR_RETURN(s.topk, first_of(doc, {"num_experts_per_tok", "experts_per_token", "moe_topk",
+                                                 "num_selected_experts"},
+                                           what, "experts per token"));
+  if (s.topk > s.experts)
+    return error(Code::invalid_argument, "{}: {} experts per token but only {} experts", what, s.topk, s.experts);
+  if (s.model_type == "gpt_oss") s.activation = Epilogue::swiglu_oai;
+  return s;
+}
+
+Result<MoeLayerShape> read_hf_config(const std::string& path) {
+  MOEJIT_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  return parse_hf_config(text, path);
+}
+
+}  // namespace moejit::dispatch

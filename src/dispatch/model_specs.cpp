@@ -1,0 +1,62 @@
+#include "dispatch/model_specs.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "dispatch/fused_moe_op.hpp"
+#include "dispatch/tile_configs.hpp"
+#include "quant/formats.hpp"
+
+namespace moejit::dispatch {
+
+Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backend backend) {
+  if (m.tensor_parallel == 0 || m.intermediate % m.tensor_parallel != 0)
+    return error(Code::invalid_argument, "tensor parallel = {}: expected a divisor of intermediate = {}", m.tensor_parallel,
+                 m.intermediate);
+  if (m.expert_parallel == 0 || m.experts % m.expert_parallel != 0)
+    return error(Code::invalid_argument, "expert parallel = {}: expected a divisor of experts = {}", m.expert_parallel,
+                 m.experts);
+  if (m.topk == 0 || m.topk > m.experts)
+    return error(Code::invalid_argument, "topk = {}: expected 1 to experts = {}", m.topk, m.experts);
+  if (m.max_tokens == 0) return error(Code::invalid_argument, "max tokens = 0: expected > 0");
+  const std::uint32_t inter = m.intermediate / m.tensor_parallel, local = m.experts / m.expert_parallel;
+  // Group 0 is per-channel: each projection's scale group spans its own K.
+  const std::uint32_t g13 = m.group_size ? m.group_size : m.hidden, g2 = m.group_size ? m.group_size : inter;
+  MOEJIT_TRY(quant::check_weight_format(m.format, g13, m.scale, m.hidden));
+  MOEJIT_TRY(quant::check_weight_format(m.format, g2, m.scale, inter));
+
+  // The request fused_moe_specs sees, with placeholder pointers: only shapes and dtypes matter.
+  alignas(256) static const int placeholder[4] = {};
+  FusedMoeRequest r;
+  r.w13 = {m.format, g13, m.scale, local, 2 * inter, m.hidden, true, placeholder, placeholder, nullptr, nullptr};
+  r.w2 = {m.format, g2, m.scale, local, m.hidden, inter, false, placeholder, placeholder, nullptr, nullptr};
+  r.act = m.act;
+  r.out = m.out;
+  r.activation = m.activation;
+  r.topk = m.topk;
+  r.global_experts = m.experts;
+  r.hidden = r.topk_ids = placeholder;
+  r.topk_weights = reinterpret_cast<const float*>(placeholder);
+  r.output = const_cast<int*>(placeholder);
+  r.expert_map = m.expert_parallel > 1 ? placeholder : nullptr;
+
+  // Token counts at which the tile rule changes its mind, so every reachable tile is visited.
+  std::vector<std::int32_t> token_counts = {1, static_cast<std::int32_t>(m.max_tokens)};
+  for (const auto& tile : gemm_tile_configs(arch)) {
+    const std::uint64_t tokens = (static_cast<std::uint64_t>(tile.bm) * local + m.topk - 1) / m.topk;
+    for (std::uint64_t t : {tokens, tokens + 1})
+      if (t >= 1 && t <= m.max_tokens) token_counts.push_back(static_cast<std::int32_t>(t));
+  }
+  std::sort(token_counts.begin(), token_counts.end());
+  std::vector<KernelSpec> specs;
+  std::unordered_set<KernelSpec, KernelSpecHash> seen;
+  for (std::int32_t t : token_counts) {
+    r.tokens = t;
+    MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(r, arch, backend));
+    for (const KernelSpec& spec : {s.align, s.up, s.down, s.reduce})
+      if (seen.insert(spec).second) specs.push_back(spec);
+  }
+  return specs;
+}
+
+}  // namespace moejit::dispatch

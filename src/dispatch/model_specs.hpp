@@ -1,0 +1,29 @@
+#pragma once
+// The finite set of kernels a model's fused MoE layer can use: what warm-up compiles.
+
+#include <cstdint>
+#include <vector>
+
+#include "spec/kernel_spec.hpp"
+#include "support/status.hpp"
+
+namespace moejit::dispatch {
+
+struct ModelDesc {
+  std::uint32_t hidden = 0, intermediate = 0, experts = 0, topk = 0;
+  WeightFormat format = WeightFormat::none;
+  std::uint32_t group_size = 0;  // 0: per-channel (each projection's own K)
+  DType scale = DType::none;
+  DType act = DType::bf16;
+  DType out = DType::bf16;
+  Epilogue activation = Epilogue::silu_and_mul;
+  std::uint32_t tensor_parallel = 1;  // intermediate split this many ways
+  std::uint32_t expert_parallel = 1;  // experts split this many ways
+  std::uint32_t max_tokens = 8192;
+};
+
+// Every spec (align, gate/up, down, reduce for each reachable tile) the fused layer of `model`
+// can pick for 1..max_tokens tokens on `arch`, in a stable order without repeats.
+Result<std::vector<KernelSpec>> model_specs(const ModelDesc& model, Arch arch, Backend backend);
+
+}  // namespace moejit::dispatch

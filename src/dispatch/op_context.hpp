@@ -1,0 +1,26 @@
+#pragma once
+// What an op needs to run kernels: the resolver (memory / store / compile), the launcher of the
+// context's backend, and the observer that records dispatch decisions.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "dispatch/spec_observer.hpp"
+#include "runtime/kernel_resolver.hpp"
+#include "runtime/launcher.hpp"
+
+namespace moejit::dispatch {
+
+struct OpContext {
+  KernelResolver& resolver;
+  Launcher& launcher;
+  SpecObserver& observer;
+  std::atomic<std::uint64_t>& launches;
+};
+
+// Resolves `spec`, records its use and launches it. No allocation once the spec is loaded.
+Status run_kernel(OpContext& ctx, const KernelSpec& spec, const LaunchDims& dims, const void* params,
+                  std::size_t params_bytes, void* stream, const Decision& why);
+
+}  // namespace moejit::dispatch

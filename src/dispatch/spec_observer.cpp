@@ -1,0 +1,54 @@
+#include "dispatch/spec_observer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "spec/spec_json.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+
+namespace moejit::dispatch {
+
+void SpecObserver::used(const KernelSpec& spec, const Decision& why) {
+  {
+    std::shared_lock lock(mutex_);
+    if (seen_.count(spec) != 0) return;
+  }
+  std::unique_lock lock(mutex_);
+  if (!seen_.insert(spec).second) return;
+  const std::string json = spec_to_json(spec);
+  if (print_)
+    log(LogLevel::warn, "config: {} <- {} m={} rows/expert={}", json, why.op, why.rows, why.rows_per_expert);
+  if (manifest_.empty()) return;
+  // O_APPEND keeps whole lines from several processes apart.
+  UniqueFd fd(::open(manifest_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  Status s = fd.valid() ? write_all(fd.get(), json + "\n", manifest_)
+                        : error(Code::io_error, "cannot open '{}': {}", manifest_, std::strerror(errno));
+  if (!s.ok()) log(LogLevel::warn, "usage manifest: {}", s.message());
+}
+
+Result<std::vector<KernelSpec>> read_usage_manifest(const std::string& path) {
+  MOEJIT_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  std::vector<KernelSpec> specs;
+  std::unordered_set<KernelSpec, KernelSpecHash> seen;
+  std::size_t line_no = 0;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    auto spec = parse_spec_json(line);
+    if (!spec.ok())
+      return error(Code::invalid_argument, "{} line {}: {}", path, line_no, spec.status().message());
+    if (seen.insert(*spec).second) specs.push_back(*spec);
+  }
+  return specs;
+}
+
+}  // namespace moejit::dispatch

@@ -1,0 +1,183 @@
+#include "dispatch/weight_pack_op.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "gemm/grouped_gemm_params.cuh"
+#include "quant/engine_layouts.hpp"
+#include "quant/formats.hpp"
+#include "spec/spec_fields.hpp"
+
+namespace moejit::dispatch {
+namespace {
+
+struct SourceBytes {
+  std::uint64_t qweight = 0, scales = 0, zeros = 0, bias = 0;
+};
+
+Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
+  MOEJIT_TRY(quant::check_weight_format(d.format, d.group_size, d.scale, d.k));
+  if (d.experts == 0 || d.n == 0 || d.n % 32 != 0 || d.k % 32 != 0)
+    return error(Code::invalid_argument, "weights E x N x K = {} x {} x {}: expected E > 0 and N, K multiples of 32",
+                 d.experts, d.n, d.k);
+  const std::uint64_t e = d.experts, n = d.n, k = d.k, groups = d.k / d.group_size;
+  const std::uint64_t scale_bytes = d.scale == DType::e8m0 ? 1 : 2;
+  const bool mxfp4 = d.format == WeightFormat::mxfp4;
+  SourceBytes b;
+  b.bias = d.bias ? e * n * 4 : 0;
+  switch (d.source) {
+    case WeightSource::plain_codes:
+      b.qweight = e * n * k;
+      b.scales = e * n * groups * scale_bytes;
+      b.zeros = d.format == WeightFormat::int4_asym ? e * n * groups : 0;
+      return b;
+    case WeightSource::vllm_mxfp4:
+      if (!mxfp4) return error(Code::invalid_argument, "source vllm_mxfp4 holds MXFP4 weights, not {}", to_string(d.format));
+      b.qweight = e * n * k / 2;
+      b.scales = e * n * k / 32;
+      return b;
+    case WeightSource::gptq_v1:
+    case WeightSource::gptq_v2:
+    case WeightSource::awq:
+      if (mxfp4) return error(Code::invalid_argument, "GPTQ and AWQ sources hold INT4 weights, not mxfp4");
+      if (d.source == WeightSource::awq && d.format != WeightFormat::int4_asym)
+        return error(Code::invalid_argument, "source awq holds asymmetric INT4 (int4_asym), not {}", to_string(d.format));
+      b.qweight = e * k * n / 2;
+      b.scales = e * groups * n * 2;
+      b.zeros = d.zeros ? e * groups * (n / 8) * 4 : 0;
+      if (d.format == WeightFormat::int4_asym && d.zeros == nullptr)
+        return error(Code::invalid_argument, "argument 'zeros' is null: int4_asym weights need their qzeros");
+      return b;
+  }
+  return error(Code::invalid_argument, "argument 'source' = {}: expected plain codes, vLLM MXFP4, GPTQ v1/v2 or AWQ",
+               static_cast<int>(d.source));
+}
+
+// The source tensors in host memory: the caller's pointers, or copies of device tensors.
+struct HostSource {
+  std::vector<unsigned char> qweight, scales, zeros;
+  std::vector<float> bias;
+  const void* q = nullptr;
+  const void* s = nullptr;
+  const void* z = nullptr;
+  const float* b = nullptr;
+};
+
+Result<HostSource> to_host(Launcher& launcher, const WeightSourceDesc& d, const SourceBytes& bytes, void* stream) {
+  HostSource h;
+  h.q = d.qweight;
+  h.s = d.scales;
+  h.z = d.zeros;
+  h.b = d.bias;
+  if (d.qweight == nullptr || d.scales == nullptr)
+    return error(Code::invalid_argument, "argument '{}' is null", d.qweight == nullptr ? "qweight" : "scales");
+  if (!d.on_device) return h;
+  auto fetch = [&](std::vector<unsigned char>& buf, const void* src, std::uint64_t n, const void*& out) -> Status {
+    if (src == nullptr || n == 0) return {};
+    buf.resize(n);
+    MOEJIT_TRY(launcher.copy_from_backend(buf.data(), src, n, stream));
+    out = buf.data();
+    return {};
+  };
+  MOEJIT_TRY(fetch(h.qweight, d.qweight, bytes.qweight, h.q));
+  MOEJIT_TRY(fetch(h.scales, d.scales, bytes.scales, h.s));
+  MOEJIT_TRY(fetch(h.zeros, d.zeros, bytes.zeros, h.z));
+  if (d.bias != nullptr) {
+    h.bias.resize(bytes.bias / 4);
+    MOEJIT_TRY(launcher.copy_from_backend(h.bias.data(), d.bias, bytes.bias, stream));
+    h.b = h.bias.data();
+  }
+  MOEJIT_TRY(launcher.synchronize(stream));
+  return h;
+}
+
+Result<quant::PackedWeights> pack_host(const WeightSourceDesc& d, const SourceBytes& bytes, const HostSource& h) {
+  quant::PackOptions options;
+  options.rows = d.rows;
+  if (h.b != nullptr) options.bias = std::span<const float>(h.b, bytes.bias / 4);
+  auto u8p = [](const void* p) { return static_cast<const u8*>(p); };
+  switch (d.source) {
+    case WeightSource::plain_codes: {
+      quant::QuantizedWeights q = quant::make_quantized_weights(d.format, d.group_size, d.scale, d.experts, d.n, d.k);
+      std::memcpy(q.codes.data(), h.q, bytes.qweight);
+      if (d.scale == DType::e8m0)
+        for (std::size_t i = 0; i < q.scales.size(); ++i) q.scales[i] = u8p(h.s)[i];
+      else
+        std::memcpy(q.scales.data(), h.s, bytes.scales);
+      if (!q.zeros.empty()) {
+        if (h.z == nullptr) return error(Code::invalid_argument, "argument 'zeros' is null: int4_asym weights need them");
+        std::memcpy(q.zeros.data(), h.z, bytes.zeros);
+      }
+      MOEJIT_TRY(q.validate());
+      return quant::pack(q, options);
+    }
+    case WeightSource::vllm_mxfp4: {
+      quant::VllmMxfp4Weights w{std::span<const u8>(u8p(h.q), bytes.qweight), std::span<const u8>(u8p(h.s), bytes.scales),
+                                d.experts, d.n, d.k};
+      return quant::pack_vllm_mxfp4(w, options);
+    }
+    case WeightSource::gptq_v1:
+    case WeightSource::gptq_v2: {
+      quant::GptqWeights w;
+      w.qweight = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
+      if (h.z != nullptr) w.qzeros = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
+      w.scales = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
+      w.experts = d.experts;
+      w.n = d.n;
+      w.k = d.k;
+      w.group_size = d.group_size;
+      w.scale_dtype = d.scale;
+      w.zero_format = d.source == WeightSource::gptq_v1 ? quant::GptqZeros::v1 : quant::GptqZeros::v2;
+      w.symmetric = d.format == WeightFormat::int4_sym;
+      return quant::pack_gptq(w, options);
+    }
+    case WeightSource::awq: {
+      quant::AwqWeights w;
+      w.qweight = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
+      w.qzeros = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
+      w.scales = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
+      w.experts = d.experts;
+      w.n = d.n;
+      w.k = d.k;
+      w.group_size = d.group_size;
+      w.scale_dtype = d.scale;
+      return quant::pack_awq(w, options);
+    }
+  }
+  return error(Code::internal, "unhandled weight source");
+}
+
+}  // namespace
+
+Result<PackedSizes> packed_sizes(const WeightSourceDesc& d) {
+  MOEJIT_ASSIGN_OR_RETURN(SourceBytes bytes, source_bytes(d));
+  const std::uint64_t groups = d.k / d.group_size;
+  PackedSizes s;
+  s.qweight = packed_weight_bytes(d.experts, d.n, d.k);
+  s.scales = static_cast<std::uint64_t>(d.experts) * groups * d.n * (d.scale == DType::e8m0 ? 1 : 2);
+  s.zeros = d.format == WeightFormat::int4_asym ? static_cast<std::uint64_t>(d.experts) * groups * d.n : 0;
+  s.bias = bytes.bias;
+  return s;
+}
+
+Status pack_weights(Launcher& launcher, const WeightSourceDesc& d, const PackedDestination& dest, void* stream) {
+  MOEJIT_ASSIGN_OR_RETURN(SourceBytes bytes, source_bytes(d));
+  MOEJIT_ASSIGN_OR_RETURN(PackedSizes sizes, packed_sizes(d));
+  if (dest.qweight == nullptr || dest.scales == nullptr)
+    return error(Code::invalid_argument, "argument 'packed->{}' is null: expected a buffer of {} bytes",
+                 dest.qweight == nullptr ? "qweight" : "scales", dest.qweight == nullptr ? sizes.qweight : sizes.scales);
+  if (sizes.zeros > 0 && dest.zeros == nullptr)
+    return error(Code::invalid_argument, "argument 'packed->zeros' is null: expected a buffer of {} bytes", sizes.zeros);
+  if (sizes.bias > 0 && dest.bias == nullptr)
+    return error(Code::invalid_argument, "argument 'packed->bias' is null: expected a buffer of {} bytes", sizes.bias);
+  MOEJIT_ASSIGN_OR_RETURN(HostSource host, to_host(launcher, d, bytes, stream));
+  MOEJIT_ASSIGN_OR_RETURN(quant::PackedWeights packed, pack_host(d, bytes, host));
+  MOEJIT_TRY(launcher.copy_to_backend(dest.qweight, packed.qweight.data(), packed.qweight.size(), stream));
+  MOEJIT_TRY(launcher.copy_to_backend(dest.scales, packed.scales.data(), packed.scales.size(), stream));
+  if (!packed.zeros.empty()) MOEJIT_TRY(launcher.copy_to_backend(dest.zeros, packed.zeros.data(), packed.zeros.size(), stream));
+  if (!packed.bias.empty())
+    MOEJIT_TRY(launcher.copy_to_backend(dest.bias, packed.bias.data(), packed.bias.size() * sizeof(float), stream));
+  return launcher.synchronize(stream);  // the host copies are freed on return
+}
+
+}  // namespace moejit::dispatch

@@ -1,0 +1,553 @@
+// The C ABI (include/moejit/moejit.h): contexts, weight packing, the grouped GEMM and the fused
+// MoE layer on the host backend against the fp64 reference, warm-up without a GPU, the usage
+// manifest, statistics, and bad input naming the argument.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/numeric.cuh"
+#include "dispatch/spec_observer.hpp"
+#include "moejit/moejit.h"
+#include "quant/compare.hpp"
+#include "quant/engine_layouts.hpp"
+#include "quant/quantize.hpp"
+#include "quant/reference.hpp"
+#include "test_support.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+
+namespace {
+
+// Owned, 256-byte aligned host memory.
+struct Buffer {
+  explicit Buffer(std::size_t bytes) : size(bytes), data(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)) {
+    std::memset(data, 0xff, size);
+  }
+  ~Buffer() { std::free(data); }
+  Buffer(const Buffer&) = delete;
+  std::size_t size;
+  void* data;
+};
+
+struct Context {
+  explicit Context(const TempDir& dir, moejit_backend_t backend = MOEJIT_BACKEND_HOST, const char* manifest = nullptr,
+                   int frozen = 0) {
+    cache = dir / "store";
+    moejit_context_options_t o;
+    moejit_context_options_init(&o);
+    o.backend = backend;
+    o.cache_dir = cache.c_str();
+    o.usage_manifest = manifest;
+    o.frozen = frozen;
+    REQUIRE_MESSAGE(moejit_context_create(&o, &ctx) == MOEJIT_OK, moejit_last_error());
+  }
+  ~Context() { moejit_context_destroy(ctx); }
+  std::string cache;
+  moejit_context_t ctx = nullptr;
+};
+
+// Packed weights with their buffers.
+struct Packed {
+  moejit_packed_weights_t w{};
+  std::unique_ptr<Buffer> q, s, z, b;
+};
+
+std::unique_ptr<Packed> pack(moejit_context_t ctx, moejit_weights_desc_t d) {
+  moejit_packed_sizes_t sizes;
+  REQUIRE_MESSAGE(moejit_packed_weights_size(ctx, &d, &sizes) == MOEJIT_OK, moejit_last_error());
+  auto p = std::make_unique<Packed>();
+  moejit_packed_weights_init(&p->w);
+  p->q = std::make_unique<Buffer>(sizes.qweight_bytes);
+  p->s = std::make_unique<Buffer>(sizes.scales_bytes);
+  p->w.qweight = p->q->data;
+  p->w.scales = p->s->data;
+  p->w.qweight_bytes = sizes.qweight_bytes;
+  p->w.scales_bytes = sizes.scales_bytes;
+  if (sizes.zeros_bytes) {
+    p->z = std::make_unique<Buffer>(sizes.zeros_bytes);
+    p->w.zeros = p->z->data;
+    p->w.zeros_bytes = sizes.zeros_bytes;
+  }
+  if (sizes.bias_bytes) {
+    p->b = std::make_unique<Buffer>(sizes.bias_bytes);
+    p->w.bias = static_cast<float*>(p->b->data);
+    p->w.bias_bytes = sizes.bias_bytes;
+  }
+  REQUIRE_MESSAGE(moejit_pack_weights(ctx, &d, &p->w, nullptr) == MOEJIT_OK, moejit_last_error());
+  return p;
+}
+
+// MXFP4 weights [E][N][K] as vLLM holds them, with their logical form for the reference.
+struct VllmWeights {
+  quant::QuantizedWeights logical;
+  std::vector<u8> blocks, scales;
+};
+
+VllmWeights vllm_weights(std::mt19937& rng, std::uint32_t e, std::uint32_t n, std::uint32_t k) {
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> w(static_cast<std::size_t>(e) * n * k);
+  for (auto& v : w) v = dist(rng);
+  auto q = quant::quantize(w, e, n, k, {WeightFormat::mxfp4, 32, DType::e8m0});
+  REQUIRE(q.ok());
+  VllmWeights out;
+  out.logical = *q;
+  out.blocks.resize(w.size() / 2);
+  for (std::size_t i = 0; i < out.blocks.size(); ++i)
+    out.blocks[i] = static_cast<u8>(q->codes[2 * i] | q->codes[2 * i + 1] << 4);
+  out.scales.resize(q->scales.size());
+  for (std::size_t i = 0; i < out.scales.size(); ++i) out.scales[i] = static_cast<u8>(q->scales[i]);
+  return out;
+}
+
+moejit_weights_desc_t vllm_desc(const VllmWeights& w, moejit_row_order_t rows, const float* bias) {
+  moejit_weights_desc_t d;
+  moejit_weights_desc_init(&d);
+  d.format = MOEJIT_WEIGHT_MXFP4;
+  d.group_size = 32;
+  d.scale_dtype = MOEJIT_DTYPE_E8M0;
+  d.experts = w.logical.experts;
+  d.n = w.logical.n;
+  d.k = w.logical.k;
+  d.source = MOEJIT_SOURCE_VLLM_MXFP4;
+  d.rows = rows;
+  d.qweight = w.blocks.data();
+  d.scales = w.scales.data();
+  d.bias = bias;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("C ABI: AUTO uses the host backend when no GPU is usable and says which") {
+  TempDir dir;
+  Context c(dir, MOEJIT_BACKEND_AUTO);
+  moejit_backend_t backend;
+  const char* arch = nullptr;
+  REQUIRE(moejit_context_backend(c.ctx, &backend, &arch) == MOEJIT_OK);
+  if (backend == MOEJIT_BACKEND_DEVICE) {
+    MESSAGE("a GPU is usable here: AUTO picked the device (" << arch << ")");
+  } else {
+    CHECK(backend == MOEJIT_BACKEND_HOST);
+  }
+  REQUIRE(arch != nullptr);
+  CHECK(std::string(arch).starts_with("sm_"));
+}
+
+TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism matches the fp64 reference") {
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  // 8 global experts, this rank holds 6 of them (ids 1..6 -> local 0..5).
+  constexpr std::uint32_t H = 128, I = 64, local = 6, global = 8, topk = 3;
+  constexpr std::int32_t T = 7;
+  VllmWeights w13 = vllm_weights(rng, local, 2 * I, H), w2 = vllm_weights(rng, local, H, I);
+  std::normal_distribution<float> bdist(0.0f, 0.2f);
+  std::vector<float> b13(local * 2 * I), b2(local * H);
+  for (auto& v : b13) v = bdist(rng);
+  for (auto& v : b2) v = bdist(rng);
+  // gpt-oss checkpoints interleave gate (even rows) and up (odd rows); the reference reads
+  // concatenated rows, so the logical copy is reordered.
+  auto p13 = pack(c.ctx, vllm_desc(w13, MOEJIT_ROWS_INTERLEAVED, b13.data()));
+  auto p2 = pack(c.ctx, vllm_desc(w2, MOEJIT_ROWS_PLAIN, b2.data()));
+
+  std::vector<i32> map(global, -1);
+  for (std::uint32_t e = 1; e <= local; ++e) map[e] = static_cast<i32>(e - 1);
+  std::vector<i32> ids(T * topk);
+  std::vector<float> tw(T * topk);
+  std::vector<i32> choice(global);
+  std::iota(choice.begin(), choice.end(), 0);
+  std::uniform_real_distribution<float> wdist(0.1f, 1.0f);
+  for (std::int32_t t = 0; t < T; ++t) {
+    std::shuffle(choice.begin(), choice.end(), rng);
+    for (std::uint32_t k = 0; k < topk; ++k) {
+      ids[t * topk + k] = choice[k];
+      tw[t * topk + k] = wdist(rng);
+    }
+  }
+  Buffer hidden(T * H * 2), output(T * H * 2);
+  std::vector<double> x(T * H);
+  std::normal_distribution<float> xdist(0.0f, 1.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const u16 h = prim::twin::f32_to_bf16(xdist(rng));
+    static_cast<u16*>(hidden.data)[i] = h;
+    x[i] = prim::twin::bf16_to_f32(h);
+  }
+
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = &p13->w;
+  a.w2 = &p2->w;
+  a.activation = MOEJIT_EPILOGUE_SWIGLU_OAI;
+  a.tokens = T;
+  a.topk = topk;
+  a.global_experts = global;
+  a.hidden = hidden.data;
+  a.topk_ids = ids.data();
+  a.topk_weights = tw.data();
+  a.expert_map = map.data();
+  a.output = output.data;
+  std::uint64_t bytes = 0;
+  REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, moejit_last_error());
+  Buffer workspace(bytes);
+  a.workspace = workspace.data;
+  a.workspace_bytes = bytes;
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, moejit_last_error());
+
+  // Reference: pairs of experts this rank does not hold contribute nothing.
+  std::vector<double> want(T * H, 0.0), got(T * H);
+  for (std::int32_t t = 0; t < T; ++t)
+    for (std::uint32_t k = 0; k < topk; ++k) {
+      const i32 e = map[ids[t * topk + k]];
+      if (e < 0) continue;
+      std::vector<double> act(I);
+      for (std::uint32_t i = 0; i < I; ++i) {
+        double gate = b13[e * 2 * I + 2 * i], up = b13[e * 2 * I + 2 * i + 1];
+        for (std::uint32_t h = 0; h < H; ++h) {
+          gate += x[t * H + h] * w13.logical.dequantized(e, 2 * i, h);
+          up += x[t * H + h] * w13.logical.dequantized(e, 2 * i + 1, h);
+        }
+        act[i] = quant::swiglu_oai(gate, up);
+      }
+      for (std::uint32_t h = 0; h < H; ++h) {
+        double sum = b2[e * H + h];
+        for (std::uint32_t i = 0; i < I; ++i) sum += act[i] * w2.logical.dequantized(e, h, i);
+        want[t * H + h] += tw[t * topk + k] * sum;
+      }
+    }
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = prim::twin::bf16_to_f32(static_cast<u16*>(output.data)[i]);
+  const double err = quant::relative_frobenius_error(got, want);
+  CAPTURE(err);
+  CHECK(err < 1e-2);
+
+  moejit_stats_t stats;
+  moejit_stats_init(&stats);
+  REQUIRE(moejit_get_stats(c.ctx, &stats) == MOEJIT_OK);
+  CHECK(stats.launches == 4);
+  CHECK(stats.compiles == 4);
+  // The same call again: every kernel from memory, same result bit for bit.
+  std::vector<u16> first(static_cast<u16*>(output.data), static_cast<u16*>(output.data) + T * H);
+  REQUIRE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK);
+  REQUIRE(moejit_get_stats(c.ctx, &stats) == MOEJIT_OK);
+  CHECK(stats.compiles == 4);
+  CHECK(stats.memory_hits >= 4);
+  CHECK(std::memcmp(first.data(), output.data, first.size() * 2) == 0);
+}
+
+TEST_CASE("C ABI: grouped GEMM (contiguous layout) from GPTQ v2 weights matches the fp64 reference") {
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 4, N = 96, K = 256, G = 128;
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> w(E * N * K);
+  for (auto& v : w) v = dist(rng);
+  auto q = quant::quantize(w, E, N, K, {WeightFormat::int4_asym, G, DType::f16});
+  REQUIRE(q.ok());
+  // GPTQ v2: qweight [E][K/8][N] (8 k per word), qzeros [E][K/G][N/8] (8 n per word), scales [E][K/G][N].
+  std::vector<i32> qweight(E * (K / 8) * N), qzeros(E * (K / G) * (N / 8));
+  std::vector<u16> scales(E * (K / G) * N);
+  for (std::uint32_t e = 0; e < E; ++e)
+    for (std::uint32_t n = 0; n < N; ++n) {
+      for (std::uint32_t k = 0; k < K; ++k)
+        qweight[(e * (K / 8) + k / 8) * N + n] |= static_cast<i32>(q->codes[q->code_index(e, n, k)] << (4 * (k % 8)));
+      for (std::uint32_t g = 0; g < K / G; ++g) {
+        qzeros[(e * (K / G) + g) * (N / 8) + n / 8] |= static_cast<i32>(q->zeros[q->group_index(e, n, g)] << (4 * (n % 8)));
+        scales[(e * (K / G) + g) * N + n] = q->scales[q->group_index(e, n, g)];
+      }
+    }
+  moejit_weights_desc_t d;
+  moejit_weights_desc_init(&d);
+  d.format = MOEJIT_WEIGHT_INT4_ASYM;
+  d.group_size = G;
+  d.scale_dtype = MOEJIT_DTYPE_F16;
+  d.experts = E;
+  d.n = N;
+  d.k = K;
+  d.source = MOEJIT_SOURCE_GPTQ_V2;
+  d.qweight = qweight.data();
+  d.zeros = qzeros.data();
+  d.scales = scales.data();
+  auto p = pack(c.ctx, d);
+
+  std::vector<i32> offsets = {0, 5, 5, 21, 30};  // expert 1 has no rows
+  const std::int32_t M = offsets.back();
+  Buffer a(M * K * 2), out(M * N * 4);
+  std::vector<double> x(M * K);
+  std::normal_distribution<float> xdist(0.0f, 1.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const u16 h = prim::twin::f32_to_f16(xdist(rng));
+    static_cast<u16*>(a.data)[i] = h;
+    x[i] = prim::twin::f16_to_f32(h);
+  }
+  moejit_grouped_gemm_args_t g;
+  moejit_grouped_gemm_args_init(&g);
+  g.weights = &p->w;
+  g.act_dtype = MOEJIT_DTYPE_F16;
+  g.out_dtype = MOEJIT_DTYPE_F32;
+  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+  g.m = M;
+  g.a = a.data;
+  g.lda = K;
+  g.c = out.data;
+  g.ldc = N;
+  g.expert_offsets = offsets.data();
+  std::uint64_t ws = 1;
+  REQUIRE(moejit_grouped_gemm_workspace_size(c.ctx, &g, &ws) == MOEJIT_OK);
+  CHECK(ws == 0);
+  REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, moejit_last_error());
+
+  quant::ReferenceProblem ref;
+  ref.layout = Layout::contiguous;
+  ref.weights = &*q;
+  ref.a = x;
+  ref.m = M;
+  ref.expert_offsets = offsets;
+  auto want = quant::reference_grouped_gemm(ref);
+  REQUIRE(want.ok());
+  std::vector<double> got(M * N);
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<float*>(out.data)[i];
+  const double err = quant::relative_frobenius_error(got, want->c, N, want->written);
+  CAPTURE(err);
+  CHECK(err < 5e-3);
+}
+
+TEST_CASE("C ABI: bad input gives a status and a message naming the argument") {
+  TempDir dir;
+  Context c(dir);
+  auto expect = [](moejit_status_t got, moejit_status_t want, std::string_view needle) {
+    CHECK(got == want);
+    CAPTURE(moejit_last_error());
+    CHECK(std::string(moejit_last_error()).find(needle) != std::string::npos);
+  };
+  moejit_context_t none = nullptr;
+  expect(moejit_context_create(nullptr, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'context'");
+  moejit_context_options_t bad_options;
+  moejit_context_options_init(&bad_options);
+  bad_options.struct_size = 4;
+  expect(moejit_context_create(&bad_options, &none), MOEJIT_ERROR_INVALID_ARGUMENT, "struct_size = 4");
+  bad_options.struct_size = sizeof bad_options;
+  bad_options.backend = static_cast<moejit_backend_t>(7);
+  expect(moejit_context_create(&bad_options, &none), MOEJIT_ERROR_INVALID_ARGUMENT, "'options->backend' = 7");
+  CHECK(none == nullptr);
+
+  std::mt19937 rng(1);
+  VllmWeights w13 = vllm_weights(rng, 2, 64, 64), w2 = vllm_weights(rng, 2, 64, 32);
+  moejit_weights_desc_t d = vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr);
+  d.n = 48;
+  moejit_packed_sizes_t sizes;
+  expect(moejit_packed_weights_size(c.ctx, &d, &sizes), MOEJIT_ERROR_INVALID_ARGUMENT, "multiples of 32");
+  d = vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr);
+  d.group_size = 64;
+  expect(moejit_packed_weights_size(c.ctx, &d, &sizes), MOEJIT_ERROR_INVALID_ARGUMENT, "group");
+  d = vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr);
+  REQUIRE(moejit_packed_weights_size(c.ctx, &d, &sizes) == MOEJIT_OK);
+  Buffer q(sizes.qweight_bytes), s(sizes.scales_bytes);
+  moejit_packed_weights_t small;
+  moejit_packed_weights_init(&small);
+  small.qweight = q.data;
+  small.scales = s.data;
+  small.qweight_bytes = sizes.qweight_bytes - 16;
+  small.scales_bytes = sizes.scales_bytes;
+  expect(moejit_pack_weights(c.ctx, &d, &small, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'packed->qweight_bytes'");
+
+  auto p13 = pack(c.ctx, vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr));
+  auto p2 = pack(c.ctx, vllm_desc(w2, MOEJIT_ROWS_PLAIN, nullptr));
+  Buffer hidden(4 * 64 * 2 + 16), output(4 * 64 * 2), workspace(1 << 20);
+  std::vector<i32> ids = {0, 1, 1, 0, 0, 1, 1, 0};
+  std::vector<float> tw(8, 0.5f);
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = &p13->w;
+  a.w2 = &p2->w;
+  a.tokens = 4;
+  a.topk = 2;
+  a.hidden = hidden.data;
+  a.topk_ids = ids.data();
+  a.topk_weights = tw.data();
+  a.output = output.data;
+  a.workspace = workspace.data;
+  a.workspace_bytes = workspace.size;
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, moejit_last_error());
+  CHECK(std::string(moejit_last_error()).empty());
+
+  moejit_fused_moe_args_t b = a;
+  b.tokens = 0;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'tokens' = 0");
+  b = a;
+  b.hidden = static_cast<char*>(hidden.data) + 2;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'hidden'");
+  CHECK(std::string(moejit_last_error()).find("16-byte alignment") != std::string::npos);
+  b = a;
+  b.w2 = &p13->w;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'w2'");
+  b = a;
+  b.workspace_bytes = 64;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'workspace_bytes' = 64");
+  std::vector<i32> bad_ids = ids;
+  bad_ids[5] = 2;  // only experts 0 and 1 exist
+  b = a;
+  b.topk_ids = bad_ids.data();
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'topk_ids[5]' (token 2, k 1) = 2");
+  moejit_packed_weights_t wrong = p2->w;
+  wrong.scales_bytes += 1;
+  b = a;
+  b.w2 = &wrong;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'args->w2->scales_bytes'");
+  b = a;
+  b.activation = MOEJIT_EPILOGUE_TOPK_WEIGHT;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'activation'");
+  b = a;
+  b.act_dtype = static_cast<moejit_dtype_t>(9);
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'args->act_dtype' = 9");
+  expect(moejit_fused_moe(nullptr, &a, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'context'");
+  expect(moejit_fused_moe(c.ctx, nullptr, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'args'");
+}
+
+TEST_CASE("C ABI: frozen mode turns a store miss into an error, never a compile") {
+  TempDir dir;
+  Context c(dir, MOEJIT_BACKEND_HOST, nullptr, /*frozen=*/1);
+  std::mt19937 rng(2);
+  VllmWeights w13 = vllm_weights(rng, 2, 64, 64), w2 = vllm_weights(rng, 2, 64, 32);
+  auto p13 = pack(c.ctx, vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr));
+  auto p2 = pack(c.ctx, vllm_desc(w2, MOEJIT_ROWS_PLAIN, nullptr));
+  Buffer hidden(64 * 2), output(64 * 2), workspace(1 << 20);
+  std::vector<i32> ids = {0, 1};
+  std::vector<float> tw = {0.5f, 0.5f};
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = &p13->w;
+  a.w2 = &p2->w;
+  a.tokens = 1;
+  a.topk = 2;
+  a.hidden = hidden.data;
+  a.topk_ids = ids.data();
+  a.topk_weights = tw.data();
+  a.output = output.data;
+  a.workspace = workspace.data;
+  a.workspace_bytes = workspace.size;
+  CHECK(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_ERROR_FROZEN_MISS);
+  CHECK(std::string(moejit_last_error()).find("frozen mode") != std::string::npos);
+  moejit_stats_t stats;
+  moejit_stats_init(&stats);
+  REQUIRE(moejit_get_stats(c.ctx, &stats) == MOEJIT_OK);
+  CHECK(stats.compiles == 0);
+}
+
+TEST_CASE("C ABI: warm-up compiles a model's kernels for named architectures without a GPU") {
+  TempDir dir;
+  Context c(dir, MOEJIT_BACKEND_DEVICE);  // no GPU needed to warm the store
+  moejit_model_desc_t m;
+  moejit_model_desc_init(&m);
+  m.hidden = 256;
+  m.intermediate = 128;
+  m.experts = 16;
+  m.topk = 4;
+  m.format = MOEJIT_WEIGHT_MXFP4;
+  m.group_size = 32;
+  m.scale_dtype = MOEJIT_DTYPE_E8M0;
+  m.max_tokens = 1024;
+  const char* archs[] = {"sm_90a", "sm_120a"};
+  struct Progress {
+    std::uint32_t calls = 0, total = 0, last_done = 0;
+  } progress;
+  auto on_progress = [](void* user, std::uint32_t done, std::uint32_t total, const char* what) {
+    auto* p = static_cast<Progress*>(user);
+    p->calls++;
+    p->total = total;
+    p->last_done = done;
+    CHECK(std::string(what).find("\"op\"") != std::string::npos);
+  };
+  REQUIRE_MESSAGE(moejit_warmup(c.ctx, &m, archs, 2, on_progress, &progress) == MOEJIT_OK, moejit_last_error());
+  // Per arch: 4 tiles reachable at 1024 tokens x 4 / 16 experts = 256 rows per expert, each
+  // with its align and both GEMMs, plus one reduce.
+  CHECK(progress.total == 2 * (4 * 3 + 1));
+  CHECK(progress.calls == progress.total);
+  CHECK(progress.last_done == progress.total);
+  moejit_stats_t stats;
+  moejit_stats_init(&stats);
+  REQUIRE(moejit_get_stats(c.ctx, &stats) == MOEJIT_OK);
+  CHECK(stats.compiles == progress.total);
+  // A second context finds every kernel on disk.
+  Context again(dir, MOEJIT_BACKEND_DEVICE);
+  REQUIRE(moejit_warmup(again.ctx, &m, archs, 2, nullptr, nullptr) == MOEJIT_OK);
+  REQUIRE(moejit_get_stats(again.ctx, &stats) == MOEJIT_OK);
+  CHECK(stats.compiles == 0);
+  CHECK(stats.disk_hits == progress.total);
+  // Without a GPU the context has no architecture of its own to default to.
+  moejit_backend_t backend;
+  const char* arch = nullptr;
+  REQUIRE(moejit_context_backend(c.ctx, &backend, &arch) == MOEJIT_OK);
+  if (arch == nullptr) {
+    CHECK(moejit_warmup(c.ctx, &m, nullptr, 0, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(moejit_last_error()).find("name the architectures") != std::string::npos);
+    // ... and launches say why they cannot run.
+    Buffer q(16 * 64 * 64 / 2), s(16 * 2 * 64), a(64 * 2), out(64 * 2);
+    moejit_packed_weights_t w;
+    moejit_packed_weights_init(&w);
+    w.format = MOEJIT_WEIGHT_MXFP4;
+    w.group_size = 32;
+    w.scale_dtype = MOEJIT_DTYPE_E8M0;
+    w.experts = 16;
+    w.n = 64;
+    w.k = 64;
+    w.qweight = q.data;
+    w.scales = s.data;
+    w.qweight_bytes = q.size;
+    w.scales_bytes = s.size;
+    moejit_grouped_gemm_args_t g;
+    moejit_grouped_gemm_args_init(&g);
+    g.weights = &w;
+    g.layout = MOEJIT_LAYOUT_MASKED;
+    g.m = 1;
+    g.a = a.data;
+    g.lda = 64;
+    g.c = out.data;
+    g.ldc = 64;
+    CHECK(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_ERROR_UNAVAILABLE);
+    CHECK(std::string(moejit_last_error()).find("libcuda") != std::string::npos);
+  }
+}
+
+TEST_CASE("C ABI: the usage manifest lists exactly the kernels a run used") {
+  TempDir dir;
+  const std::string manifest = dir / "usage.jsonl";
+  {
+    Context c(dir, MOEJIT_BACKEND_HOST, manifest.c_str());
+    std::mt19937 rng(3);
+    VllmWeights w13 = vllm_weights(rng, 2, 64, 64), w2 = vllm_weights(rng, 2, 64, 32);
+    auto p13 = pack(c.ctx, vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr));
+    auto p2 = pack(c.ctx, vllm_desc(w2, MOEJIT_ROWS_PLAIN, nullptr));
+    Buffer hidden(2 * 64 * 2), output(2 * 64 * 2), workspace(1 << 20);
+    std::vector<i32> ids = {0, 1, 1, 0};
+    std::vector<float> tw(4, 0.5f);
+    moejit_fused_moe_args_t a;
+    moejit_fused_moe_args_init(&a);
+    a.w13 = &p13->w;
+    a.w2 = &p2->w;
+    a.tokens = 2;
+    a.topk = 2;
+    a.hidden = hidden.data;
+    a.topk_ids = ids.data();
+    a.topk_weights = tw.data();
+    a.output = output.data;
+    a.workspace = workspace.data;
+    a.workspace_bytes = workspace.size;
+    for (int i = 0; i < 3; ++i) REQUIRE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK);
+  }
+  auto specs = dispatch::read_usage_manifest(manifest);
+  REQUIRE_MESSAGE(specs.ok(), specs.status().message());
+  REQUIRE(specs->size() == 4);  // align, gate/up, down, reduce; each once
+  CHECK((*specs)[0].op == Op::moe_align);
+  CHECK((*specs)[1].op == Op::grouped_gemm);
+  CHECK((*specs)[1].epilogue == Epilogue::silu_and_mul);
+  CHECK((*specs)[2].epilogue == Epilogue::topk_weight);
+  CHECK((*specs)[3].op == Op::moe_reduce);
+  write_text(dir / "bad.jsonl", "{\"op\": \"moe_align\"}\nnot json\n");
+  auto bad = dispatch::read_usage_manifest(dir / "bad.jsonl");
+  CHECK_FALSE(bad.ok());
+  CHECK(bad.status().message().find("line 2") != std::string::npos);
+}

@@ -1,0 +1,105 @@
+// `moejit warmup` and `moejit demo`: the main jobs, through the command line.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "compile/nvrtc_library.hpp"
+#include "test_support.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+using Json = nlohmann::json;
+
+#ifndef MOEJIT_CLI
+#error "MOEJIT_CLI must name the moejit binary"
+#endif
+
+namespace {
+
+Json run_json(const TempDir& dir, std::vector<std::string> args, int expect_exit = 0) {
+  std::vector<std::string> argv = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = run_process(argv, {{"MOEJIT_LOCK_DIR", dir / "locks"}});
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  CHECK(r.exit_code == expect_exit);
+  Json doc = Json::parse(r.out, nullptr, false);
+  REQUIRE(doc.is_object());
+  return doc;
+}
+
+// A small MoE config in the DeepSeek spelling.
+const char* kTinyConfig = R"({"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 4096,
+  "moe_intermediate_size": 128, "n_routed_experts": 16, "num_experts_per_tok": 4})";
+
+}  // namespace
+
+TEST_CASE("moejit warmup compiles a model's kernels once, then finds them on disk") {
+  if (!NvrtcLibrary::get().ok()) {
+    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
+    return;
+  }
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  Json first = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a,sm_80", "--weights",
+                              "int4-asym-g64", "--max-tokens", "512"});
+  // Per arch: 4 tiles (512 x 4 / 16 = 128 rows per expert reaches the largest) x 3 + the reduce.
+  CHECK(first["kernels"] == 26);
+  CHECK(first["compiled"] == 26);
+  CHECK(first["errors"].empty());
+  Json second = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a,sm_80", "--weights",
+                               "int4-asym-g64", "--max-tokens", "512"});
+  CHECK(second["compiled"] == 0);
+  CHECK(second["from_disk"] == 26);
+  // Fewer tokens reach fewer tiles.
+  Json small = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a", "--weights",
+                              "int4-asym-g64", "--max-tokens", "4"});
+  CHECK(small["kernels"] == 4);  // one tile: align, gate/up, down, reduce
+}
+
+TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {
+  if (!NvrtcLibrary::get().ok()) {
+    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
+    return;
+  }
+  TempDir dir;
+  write_text(dir / "usage.jsonl",
+             R"({"op":"moe_align","arch":"sm_90a","backend":"device","warps":4,"bm":16,"experts":64})" "\n"
+             R"({"op":"moe_reduce","act":"bf16","out":"f32","arch":"sm_90a","backend":"device","warps":4,"n":256})" "\n"
+             R"({"op":"moe_align","arch":"sm_90a","backend":"device","warps":4,"bm":16,"experts":64})" "\n");
+  Json doc = run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl"});
+  CHECK(doc["kernels"] == 2);
+  CHECK(doc["compiled"] == 2);
+  Json retarget = run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", "sm_90a,sm_121a"});
+  CHECK(retarget["kernels"] == 4);
+  CHECK(retarget["from_disk"] == 2);
+  CHECK(retarget["compiled"] == 2);
+}
+
+TEST_CASE("moejit warmup and demo name the problem in bad input") {
+  TempDir dir;
+  write_text(dir / "dense.json", R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008})");
+  Json no_experts = run_json(dir, {"warmup", "--model", dir / "dense.json", "--arch", "sm_90a"}, 1);
+  CHECK(no_experts["error"]["message"].get<std::string>().find("n_routed_experts") != std::string::npos);
+  write_text(dir / "config.json", kTinyConfig);
+  Json no_arch = run_json(dir, {"warmup", "--model", dir / "config.json"}, 1);
+  CHECK(no_arch["error"]["message"].get<std::string>().find("--arch") != std::string::npos);
+  Json bad_weights = run_json(dir, {"demo", "--model", dir / "config.json", "--weights", "fp3"}, 1);
+  CHECK(bad_weights["error"]["message"].get<std::string>().find("--weights fp3") != std::string::npos);
+  Json no_model = run_json(dir, {"demo", "--model", dir / "absent.json"}, 1);
+  CHECK(no_model["error"]["code"] == "not_found");
+}
+
+TEST_CASE("moejit demo runs a fused MoE layer on the host backend and checks it") {
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  for (const char* weights : {"mxfp4", "int4-asym-g64"}) {
+    Json doc = run_json(dir, {"demo", "--model", dir / "config.json", "--backend", "host", "--tokens", "5",
+                              "--weights", weights});
+    CHECK(doc["ok"] == true);
+    CHECK(doc["backend"] == "host");
+    CHECK(doc["relative_error"].get<double>() < 1e-2);
+    CHECK(doc["experts_run"] == 16);
+  }
+}
