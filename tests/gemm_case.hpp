@@ -30,6 +30,7 @@
 #include "spec/spec_fields.hpp"
 #include "spec/spec_json.hpp"
 #include "test_support.hpp"
+#include "align_reference.hpp"
 
 namespace moejit::test {
 
@@ -62,30 +63,6 @@ inline std::string describe(const GemmCase& c) {
                      to_string(c.layout), to_string(c.epilogue), c.n, c.k, c.experts, c.tokens, c.topk,
                      c.tile.bm, c.tile.bn, c.tile.bk, c.tile.stages, c.tile.warps, c.split_k,
                      c.bias ? " bias" : "");
-}
-
-// vLLM moe_align_block_size, stable within an expert (the kernel's order; the GEMM does not care).
-struct AlignedRows {
-  std::vector<i32> sorted, expert_ids;
-  i32 post_pad = 0;
-};
-inline AlignedRows align_rows(const std::vector<i32>& ids, std::uint32_t experts, std::uint32_t bm) {
-  const i64 numel = static_cast<i64>(ids.size());
-  AlignedRows a;
-  a.sorted.assign(static_cast<std::size_t>(align_max_padded(numel, experts, bm)), static_cast<i32>(numel));
-  a.expert_ids.assign(static_cast<std::size_t>(align_max_blocks(numel, experts, bm)), -1);
-  std::vector<std::vector<i32>> by_expert(experts);
-  for (i64 i = 0; i < numel; ++i) by_expert[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)])].push_back(static_cast<i32>(i));
-  i32 slot = 0;
-  for (std::uint32_t e = 0; e < experts; ++e) {
-    for (std::size_t j = 0; j < by_expert[e].size(); ++j) a.sorted[static_cast<std::size_t>(slot) + j] = by_expert[e][j];
-    const i32 padded = static_cast<i32>((by_expert[e].size() + bm - 1) / bm * bm);
-    for (i32 b = slot / static_cast<i32>(bm); b < (slot + padded) / static_cast<i32>(bm); ++b)
-      a.expert_ids[static_cast<std::size_t>(b)] = static_cast<i32>(e);
-    slot += padded;
-  }
-  a.post_pad = slot;
-  return a;
 }
 
 inline double out_value(DType out, const std::vector<unsigned char>& c, std::size_t index) {
@@ -231,7 +208,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   ref.bias = bias;
   std::vector<i32> offsets, counts;
   std::vector<float> topk_weights;
-  AlignedRows aligned;
+  AlignOutputs aligned;
   std::int64_t a_rows = 0, c_rows = 0;
   if (c.layout == Layout::indexed) {
     const i32 numel = c.tokens * static_cast<i32>(c.topk);
@@ -242,25 +219,25 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
       std::shuffle(choice.begin(), choice.end(), rng);
       for (std::uint32_t j = 0; j < c.topk; ++j) ids.push_back(choice[j % touched]);
     }
-    aligned = align_rows(ids, c.experts, c.tile.bm);
+    aligned = reference_align(ids, static_cast<std::int32_t>(c.experts), c.tile.bm);
     if (c.drop_blocks)
       for (std::size_t b = 0; b < aligned.expert_ids.size(); b += 3) aligned.expert_ids[b] = -1;
     std::uniform_real_distribution<float> tw(0.1f, 1.0f);
     topk_weights.resize(static_cast<std::size_t>(numel));
     for (auto& v : topk_weights) v = tw(rng);
     p.m = numel;
-    p.sorted_token_ids = memory.upload(aligned.sorted);
+    p.sorted_token_ids = memory.upload(aligned.sorted_token_ids);
     p.expert_ids = memory.upload(aligned.expert_ids);
-    p.num_tokens_post_pad = static_cast<const i32*>(memory.upload(&aligned.post_pad, sizeof aligned.post_pad));
+    p.num_tokens_post_pad = static_cast<const i32*>(memory.upload(&aligned.num_tokens_post_pad, sizeof aligned.num_tokens_post_pad));
     p.a_row_divisor = c.a_per_pair ? 1 : static_cast<i32>(c.topk);
     p.topk_weights = memory.upload(topk_weights);
     a_rows = c.a_per_pair ? numel : c.tokens;
     c_rows = numel;
     ref.m = numel;
     ref.block_m = c.tile.bm;
-    ref.sorted_token_ids = aligned.sorted;
+    ref.sorted_token_ids = aligned.sorted_token_ids;
     ref.expert_ids = aligned.expert_ids;
-    ref.num_tokens_post_pad = aligned.post_pad;
+    ref.num_tokens_post_pad = aligned.num_tokens_post_pad;
     ref.a_row_divisor = p.a_row_divisor;
     ref.topk_weights = topk_weights;
   } else if (c.layout == Layout::contiguous) {
@@ -382,6 +359,84 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
 inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, std::uint32_t seed) {
   HostLauncher host(Arch::sm_90a);
   return run_gemm_case(resolver, host, c, seed);
+}
+
+// ---- Case lists shared by the host and device suites ---------------------------------------
+
+struct GemmFormat {
+  WeightFormat weight;
+  DType scale;
+  std::uint32_t group;
+};
+
+// The layout x epilogue pairs that exist (topk_weight is indexed-only).
+inline std::vector<std::pair<Layout, Epilogue>> layout_epilogues() {
+  std::vector<std::pair<Layout, Epilogue>> out;
+  for (Layout l : {Layout::indexed, Layout::contiguous, Layout::masked})
+    for (Epilogue e : {Epilogue::none, Epilogue::silu_and_mul, Epilogue::swiglu_oai, Epilogue::topk_weight})
+      if (e != Epilogue::topk_weight || l == Layout::indexed) out.emplace_back(l, e);
+  return out;
+}
+
+// Every activation dtype x layout x epilogue for one format at small shapes; output dtypes and
+// biases rotate across the cases.
+inline std::vector<GemmCase> format_matrix(const GemmFormat& f) {
+  std::vector<GemmCase> cases;
+  const DType outs[] = {DType::bf16, DType::f16, DType::f32};
+  int i = 0;
+  for (DType act : {DType::bf16, DType::f16})
+    for (auto [layout, epilogue] : layout_epilogues()) {
+      GemmCase c;
+      c.weight = f.weight;
+      c.scale = f.scale;
+      c.group = f.group;
+      c.act = act;
+      c.out = outs[i++ % 3];
+      c.layout = layout;
+      c.epilogue = epilogue;
+      c.a_per_pair = epilogue == Epilogue::topk_weight;  // the down projection reads one row per pair
+      c.bias = i % 4 == 0;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+struct MoeModel {
+  const char* name;
+  std::uint32_t hidden, intermediate, experts, topk;
+};
+
+inline constexpr MoeModel kLingModel{"Ling-3.0-flash", 2560, 768, 512, 8};
+inline constexpr MoeModel kDeepSeekModel{"DeepSeek-V3", 7168, 2048, 256, 8};
+inline constexpr MoeModel kGptOssModel{"gpt-oss-120b", 2880, 2880, 128, 4};
+
+// The gate/up and down projections of one layer of `model` for `tokens` tokens whose pairs all
+// go to `touched` experts (only those get weights; each sees tokens x topk / touched rows, and
+// the tile is the one the heuristic picks for that on `arch`).
+inline std::pair<GemmCase, GemmCase> model_layer_cases(const MoeModel& model, const GemmFormat& f, Epilogue act,
+                                                       std::int32_t tokens, std::uint32_t touched, Arch arch) {
+  GemmCase up;
+  up.weight = f.weight;
+  up.scale = f.scale;
+  up.group = f.group;
+  up.act = DType::bf16;
+  up.out = DType::bf16;
+  up.layout = Layout::indexed;
+  up.epilogue = act;
+  up.n = 2 * model.intermediate;
+  up.k = model.hidden;
+  up.experts = model.experts;
+  up.touched_experts = touched;
+  up.tokens = tokens;
+  up.topk = model.topk;
+  up.tile = dispatch::pick_gemm_tile(arch, static_cast<std::uint32_t>(tokens) * model.topk / touched);
+  up.bias = f.weight == WeightFormat::mxfp4 && act == Epilogue::swiglu_oai;  // gpt-oss has biases
+  GemmCase down = up;
+  down.epilogue = Epilogue::topk_weight;
+  down.n = model.hidden;
+  down.k = model.intermediate;
+  down.a_per_pair = true;
+  return {up, down};
 }
 
 }  // namespace moejit::test

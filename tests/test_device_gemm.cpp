@@ -40,41 +40,6 @@ void run_cases(DeviceLauncher& launcher, const std::vector<GemmCase>& cases) {
   for (const GemmCase& c : cases) run_gemm_case(*resolver, launcher, c, fresh_seed());
 }
 
-std::vector<std::pair<Layout, Epilogue>> layout_epilogues() {
-  std::vector<std::pair<Layout, Epilogue>> out;
-  for (Layout l : {Layout::indexed, Layout::contiguous, Layout::masked})
-    for (Epilogue e : {Epilogue::none, Epilogue::silu_and_mul, Epilogue::swiglu_oai, Epilogue::topk_weight})
-      if (e != Epilogue::topk_weight || l == Layout::indexed) out.emplace_back(l, e);
-  return out;
-}
-
-struct Format {
-  WeightFormat weight;
-  DType scale;
-  std::uint32_t group;
-};
-
-std::vector<GemmCase> format_matrix(const Format& f) {
-  std::vector<GemmCase> cases;
-  const DType outs[] = {DType::bf16, DType::f16, DType::f32};
-  int i = 0;
-  for (DType act : {DType::bf16, DType::f16})
-    for (auto [layout, epilogue] : layout_epilogues()) {
-      GemmCase c;
-      c.weight = f.weight;
-      c.scale = f.scale;
-      c.group = f.group;
-      c.act = act;
-      c.out = outs[i++ % 3];
-      c.layout = layout;
-      c.epilogue = epilogue;
-      c.a_per_pair = epilogue == Epilogue::topk_weight;
-      c.bias = i % 4 == 0;
-      cases.push_back(c);
-    }
-  return cases;
-}
-
 }  // namespace
 
 TEST_SUITE("device") {

@@ -11,12 +11,6 @@ using namespace moejit::test;
 
 namespace {
 
-struct Format {
-  WeightFormat weight;
-  DType scale;
-  std::uint32_t group;
-};
-
 std::unique_ptr<KernelResolver> host_resolver(const TempDir& dir) {
   auto r = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(r.ok());
@@ -25,33 +19,10 @@ std::unique_ptr<KernelResolver> host_resolver(const TempDir& dir) {
 
 std::uint32_t fresh_seed() { return std::random_device{}(); }
 
-// The layout x epilogue pairs that exist (topk_weight is indexed-only).
-std::vector<std::pair<Layout, Epilogue>> layout_epilogues() {
-  std::vector<std::pair<Layout, Epilogue>> out;
-  for (Layout l : {Layout::indexed, Layout::contiguous, Layout::masked})
-    for (Epilogue e : {Epilogue::none, Epilogue::silu_and_mul, Epilogue::swiglu_oai, Epilogue::topk_weight})
-      if (e != Epilogue::topk_weight || l == Layout::indexed) out.emplace_back(l, e);
-  return out;
-}
-
-void run_format_matrix(const Format& f) {
+void run_format_matrix(const GemmFormat& f) {
   TempDir dir;
   auto resolver = host_resolver(dir);
-  const DType outs[] = {DType::bf16, DType::f16, DType::f32};
-  int i = 0;
-  for (DType act : {DType::bf16, DType::f16})
-    for (auto [layout, epilogue] : layout_epilogues()) {
-      GemmCase c;
-      c.weight = f.weight;
-      c.scale = f.scale;
-      c.group = f.group;
-      c.act = act;
-      c.out = outs[i++ % 3];
-      c.layout = layout;
-      c.epilogue = epilogue;
-      c.a_per_pair = epilogue == Epilogue::topk_weight;  // the down projection reads one row per pair
-      run_gemm_case(*resolver, c, fresh_seed());
-    }
+  for (const GemmCase& c : format_matrix(f)) run_gemm_case(*resolver, c, fresh_seed());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "host_test_support.hpp"
 #include "moe/align_params.cuh"
+#include "align_reference.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
@@ -17,59 +18,6 @@ namespace {
 
 constexpr std::int32_t kPoison = -0x21524111;  // 0xdeadbeef
 
-struct AlignOutputs {
-  std::vector<std::int32_t> sorted_token_ids;
-  std::vector<std::int32_t> expert_ids;
-  std::int32_t num_tokens_post_pad = 0;
-};
-
-// The semantics written out directly: pairs grouped by expert in increasing flat index, each
-// expert padded with the sentinel `numel` to a multiple of the block size, blocks labelled with
-// the mapped expert, -1 past the used blocks.
-AlignOutputs reference_align(const std::vector<std::int32_t>& ids, std::int32_t experts,
-                             std::int32_t block_size, const std::vector<std::int32_t>* map) {
-  const auto numel = static_cast<std::int32_t>(ids.size());
-  const auto max_padded = static_cast<std::size_t>(align_max_padded(numel, experts, block_size));
-  std::vector<std::int64_t> count(experts, 0), start(experts + 1, 0);
-  for (std::int32_t e : ids)
-    if (e >= 0 && e < experts) ++count[e];
-  for (std::int32_t e = 0; e < experts; ++e)
-    start[e + 1] = start[e] + (count[e] + block_size - 1) / block_size * block_size;
-  AlignOutputs r;
-  r.num_tokens_post_pad = static_cast<std::int32_t>(start[experts]);
-  r.sorted_token_ids.assign(max_padded, numel);
-  r.expert_ids.assign(max_padded / block_size, -1);
-  std::vector<std::int64_t> next(start.begin(), start.end() - 1);
-  for (std::int32_t i = 0; i < numel; ++i)
-    if (ids[i] >= 0 && ids[i] < experts) r.sorted_token_ids[next[ids[i]]++] = i;
-  for (std::int32_t e = 0; e < experts; ++e)
-    for (std::int64_t b = start[e] / block_size; b < start[e + 1] / block_size; ++b)
-      r.expert_ids[b] = map != nullptr ? (*map)[e] : e;
-  return r;
-}
-
-// Random routing: most ids on a random subset of experts (so some are empty and some crowded),
-// a few outside [0, E).
-std::vector<std::int32_t> random_ids(std::mt19937& rng, std::int32_t numel, std::int32_t experts) {
-  std::vector<std::int32_t> hot;
-  for (std::int32_t e = 0; e < experts; ++e)
-    if (rng() % 3 != 0) hot.push_back(e);
-  if (hot.empty()) hot.push_back(0);
-  const std::int32_t outside[] = {-1,
-                                  -2,
-                                  experts,
-                                  experts + 7,
-                                  std::numeric_limits<std::int32_t>::min(),
-                                  std::numeric_limits<std::int32_t>::max()};
-  std::vector<std::int32_t> ids(numel);
-  for (auto& id : ids) {
-    const auto r = rng() % 100;
-    if (r < 4) id = outside[rng() % 6];
-    else if (r < 20) id = static_cast<std::int32_t>(rng() % experts);
-    else id = hot[rng() % hot.size()];
-  }
-  return ids;
-}
 
 void check_align(const ResolvedKernel& kernel, std::mt19937& rng, std::int32_t numel,
                  bool with_map) {
