@@ -97,6 +97,52 @@ TEST_CASE("bench floor: gpt-oss-120b gate/up carries its bias and touched expert
   CHECK(b.act_out == 4096.0 * 4 * 2880 * 2);
 }
 
+TEST_CASE("bench floor: the longer of the memory time and the compute time") {
+  // DeepSeek-V3 down at 4096 tokens: 32768 pairs x 7168 x 2048 multiply-adds.
+  const GemmCase c{&model("DeepSeek-V3"), &format("int4_g128"), Projection::down, 4096};
+  CHECK(case_flops(c) == 2.0 * 32768 * 7168 * 2048);
+  const CaseBytes b = case_bytes(c, 256);
+  // 256 experts x (7168 x 2048 / 2 + 7168 x 16 groups x 2) bytes of weights and scales, A rows
+  // 32768 x 2048 x 2, C rows 32768 x 7168 x 2.
+  CHECK(b.total() == 256.0 * (7340032 + 229376) + 134217728.0 + 469762048.0);
+  // 4 TB/s copy: 635.4 us of bytes; 800 TFLOP/s: 1202.6 us of FLOPs, so compute-bound.
+  const Floor f = case_floor(b, case_flops(c), 4e12, 800e12);
+  CHECK(f.memory_us == doctest::Approx(635.437056));
+  CHECK(f.compute_us == doctest::Approx(1202.590843));
+  CHECK(f.us() == f.compute_us);
+  CHECK(f.bound() == "compute");
+  // At 2000 TFLOP/s (481.0 us) the same bytes take longer: memory-bound.
+  const Floor fast = case_floor(b, case_flops(c), 4e12, 2000e12);
+  CHECK(fast.bound() == "memory");
+  CHECK(fast.us() == doctest::Approx(635.437056));
+  // No measured rate: the memory floor alone.
+  const Floor none = case_floor(b, case_flops(c), 4e12, 0);
+  CHECK(none.compute_us == 0);
+  CHECK(none.us() == none.memory_us);
+}
+
+TEST_CASE("bench dense GEMM rate: 2 m n k FLOPs over the time") {
+  // 8192^3 in 1.375 ms: 2 x 2^39 / 1.375e-3 = 799.6 TFLOP/s.
+  CHECK(gemm_flops_per_s(8192, 8192, 8192, 1.375e-3) == doctest::Approx(2.0 * 549755813888.0 / 1.375e-3));
+}
+
+TEST_CASE("bench layer cases: both projections' weights, hidden states in and out") {
+  const auto layers = enumerate_layer_cases(false);
+  CHECK(layers.size() == (3 * 2 + 1) * 11);  // gpt-oss-120b: MXFP4 only
+  const LayerCase c{&model("Ling-3.0-flash"), &format("mxfp4"), 2};
+  CHECK(applicable(c));
+  CHECK_FALSE(applicable(LayerCase{&model("gpt-oss-120b"), &format("int4_g128"), 2}));
+  // Per expert: gate/up 1536 x 2560 / 2 bytes + 1536 x 80 scales; down 2560 x 768 / 2 + 2560 x 24.
+  const CaseBytes b = layer_bytes(c, 15.5);
+  CHECK(b.weights == doctest::Approx(15.5 * (1966080 + 983040)));
+  CHECK(b.scales == doctest::Approx(15.5 * (122880 + 61440)));
+  CHECK(b.bias == 0);
+  CHECK(b.act_in == 2.0 * 2560 * 2);
+  CHECK(b.act_out == 2.0 * 2560 * 2);
+  // 16 pairs x (1536 x 2560 + 2560 x 768) multiply-adds.
+  CHECK(layer_flops(c) == 2.0 * 16 * (1536.0 * 2560 + 2560.0 * 768));
+}
+
 TEST_CASE("bench copy bandwidth counts the read and the write") {
   // 1 GiB copied in 0.5 ms moves 2 GiB.
   CHECK(copy_bandwidth_bytes_per_s(1073741824.0, 0.5e-3) == doctest::Approx(4294967296000.0));

@@ -22,9 +22,15 @@
 #include <numeric>
 #include <random>
 
+#include "bench/gpu/baselines.hpp"
+#include "bench/gpu/device_data.hpp"
 #include "bench/gpu/gemm_cases.hpp"
 #include "bench/gpu/gpu_timer.hpp"
+#include "bench/gpu/host_overhead.hpp"
+#include "bench/gpu/layer_cases.hpp"
+#include "bench/gpu/result_json.hpp"
 #include "bench/gpu/routing.hpp"
+#include "bench/gpu/weight_set.hpp"
 #include "codegen/generate.hpp"
 #include "common/numeric.cuh"
 #include "compile/nvrtc_library.hpp"
@@ -65,6 +71,9 @@ struct Settings {
   std::uint64_t rotate_bytes = std::uint64_t{1} << 30;
   std::uint64_t copy_bytes = std::uint64_t{1} << 30;
   int copy_samples = 15;
+  bool baselines = true;                // the CUTLASS baselines and the dense bf16 GEMM rate
+  bool layers = true;                   // the whole-layer cases (moejit_fused_moe)
+  std::uint32_t gemm_rate_size = 8192;  // m = n = k of the dense GEMM that sets the FLOP ceiling
   std::vector<std::string> models, formats;
 };
 
@@ -101,6 +110,13 @@ bool selected(const std::vector<std::string>& filter, std::string_view name) {
 std::vector<GemmCase> selected_cases(const Settings& s) {
   std::vector<GemmCase> out;
   for (const GemmCase& c : enumerate_cases(s.quick))
+    if (selected(s.models, c.model->name) && selected(s.formats, c.format->name)) out.push_back(c);
+  return out;
+}
+
+std::vector<LayerCase> selected_layer_cases(const Settings& s) {
+  std::vector<LayerCase> out;
+  for (const LayerCase& c : enumerate_layer_cases(s.quick))
     if (selected(s.models, c.model->name) && selected(s.formats, c.format->name)) out.push_back(c);
   return out;
 }
@@ -143,11 +159,6 @@ Json case_json(const GemmCase& c, const KernelSpec& spec) {
   return j;
 }
 
-Json bytes_json(const CaseBytes& b) {
-  return {{"weights", b.weights}, {"scales", b.scales}, {"bias", b.bias}, {"act_in", b.act_in},
-          {"act_out", b.act_out}, {"total", b.total()}};
-}
-
 Json settings_json(const Settings& s) {
   return {{"quick", s.quick},
           {"samples", s.samples},
@@ -155,6 +166,9 @@ Json settings_json(const Settings& s) {
           {"routings", s.routings},
           {"rotate_bytes", s.rotate_bytes},
           {"copy_bytes", s.copy_bytes},
+          {"baselines", s.baselines},
+          {"layers", s.layers},
+          {"gemm_rate_size", s.gemm_rate_size},
           {"max_seconds", s.max_seconds},
           {"activations", "bf16"},
           {"outputs", "bf16"},
@@ -225,122 +239,40 @@ int dry_run(const Settings& s) {
     Json cj = case_json(c, case_spec(c, *arch));
     cj["touched_experts"] = touched;
     cj["bytes"] = bytes_json(case_bytes(c, touched));
+    cj["flops"] = case_flops(c);
     j["cases"].push_back(cj);
   }
   j["not_applicable"] = not_applicable_json();
+  j["layers"] = Json::array();
+  for (const LayerCase& c : s.layers ? selected_layer_cases(s) : std::vector<LayerCase>{}) {
+    const double touched = expected_touched_experts(c.model->experts, c.model->topk, c.tokens);
+    j["layers"].push_back({{"model", c.model->name}, {"format", c.format->name}, {"tokens", c.tokens},
+                           {"touched_experts", touched}, {"bytes", bytes_json(layer_bytes(c, touched))},
+                           {"flops", layer_flops(c)}});
+  }
   if (s.out.empty()) std::cout << j.dump(2) << "\n";
   else write_json(s.out, j);
   return 0;
 }
 
-// ---- Device data --------------------------------------------------------------------------
-
-// Every expert's packed weights, scales and bias, in `copies` full copies of the layer so that
-// a run of launches rotating over them reads weights from HBM rather than L2.
-struct WeightSet {
-  DeviceBuffer weights, scales, bias;
-  std::uint32_t copies = 1, experts = 0;
-  std::uint64_t expert_weight = 0, expert_scale = 0, expert_bias = 0;
-  const u8* weights_of(std::uint32_t copy) const {
-    return weights.as<const u8>() + std::uint64_t{copy} * experts * expert_weight;
-  }
-  const void* scales_of(std::uint32_t copy) const {
-    return scales.as<const u8>() + std::uint64_t{copy} * experts * expert_scale;
-  }
-  const float* bias_of(std::uint32_t copy) const {
-    return bias ? reinterpret_cast<const float*>(bias.as<const u8>() + std::uint64_t{copy} * experts * expert_bias)
-                : nullptr;
-  }
+// What the floor is measured against, both measured in the same run as the cases.
+struct Ceilings {
+  double copy_bytes_per_s = 0;  // device-to-device copy, read + write
+  double flops_per_s = 0;       // dense bf16 GEMM; 0 when not measured
 };
 
-// Fills `buffer` (count blocks of `block` bytes) from its first block, doubling each copy.
-Status replicate(DeviceLauncher& l, CUstream stream, const DeviceBuffer& buffer, std::uint64_t block, std::uint64_t count) {
-  auto* base = buffer.as<unsigned char>();
-  for (std::uint64_t have = 1; have < count;) {
-    const std::uint64_t n = std::min(have, count - have);
-    MOEJIT_TRY(l.copy_within_backend(base + have * block, base, n * block, stream));
-    have += n;
-  }
-  return {};
+TimingOptions timing_options(const Settings& s) {
+  TimingOptions o;
+  o.samples = s.samples;
+  o.target_sample_ms = s.target_sample_ms;
+  return o;
 }
-
-Result<DeviceBuffer> upload(DeviceLauncher& l, CUstream stream, const void* data, std::uint64_t bytes, std::uint64_t total) {
-  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(l, std::max<std::uint64_t>(total, 1)));
-  MOEJIT_TRY(l.copy_to_backend(b.data(), data, bytes, stream));
-  return b;
-}
-
-// One expert's weights quantized and packed by src/quant from random normal values. Only a
-// block of columns is quantized and repeated across N (the packed layout keeps each 32-column
-// strip self-contained, and timing does not depend on values): the rest is the same bytes.
-struct HostExpert {
-  std::vector<u8> weights, scales;
-  std::vector<float> bias;
-};
-
-Result<HostExpert> make_host_expert(const GemmCase& c, std::mt19937_64& rng) {
-  const std::uint32_t n = c.n(), k = c.k();
-  const std::uint32_t block = std::gcd(n, 512u);
-  std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<float> w(std::uint64_t{block} * k);
-  for (float& v : w) v = dist(rng);
-  MOEJIT_ASSIGN_OR_RETURN(auto q, quant::quantize(w, 1, block, k, {c.format->weight, c.format->group, c.format->scale}));
-  std::vector<float> bias;
-  if (c.model->bias) {
-    bias.resize(block);
-    for (float& v : bias) v = dist(rng);
-  }
-  quant::PackOptions po;
-  po.rows = c.projection == Projection::gate_up ? quant::RowOrder::concatenated : quant::RowOrder::plain;
-  po.bias = bias;
-  MOEJIT_ASSIGN_OR_RETURN(auto packed, quant::pack(q, po));
-  const std::uint32_t repeats = n / block, groups = k / c.format->group;
-  const std::uint64_t sb = scale_bytes(c.format->scale);
-  if (packed.qweight.size() != std::uint64_t{block} * k / 2 || packed.scales.size() != std::uint64_t{groups} * block * sb)
-    return error(Code::internal, "packed sizes {} / {}: expected {} / {}", packed.qweight.size(), packed.scales.size(),
-                 std::uint64_t{block} * k / 2, std::uint64_t{groups} * block * sb);
-  HostExpert e;
-  for (std::uint32_t r = 0; r < repeats; ++r) e.weights.insert(e.weights.end(), packed.qweight.begin(), packed.qweight.end());
-  for (std::uint32_t g = 0; g < groups; ++g)
-    for (std::uint32_t r = 0; r < repeats; ++r)
-      e.scales.insert(e.scales.end(), packed.scales.begin() + g * block * sb, packed.scales.begin() + (g + 1) * block * sb);
-  for (std::uint32_t r = 0; r < repeats && !packed.bias.empty(); ++r)
-    e.bias.insert(e.bias.end(), packed.bias.begin(), packed.bias.end());
-  return e;
-}
-
-Result<WeightSet> make_weights(DeviceLauncher& l, CUstream stream, const GemmCase& c, const Settings& s,
-                               std::mt19937_64& rng) {
-  WeightSet w;
-  w.experts = c.model->experts;
-  w.expert_weight = expert_weight_bytes(c);
-  w.expert_scale = expert_scale_bytes(c);
-  w.expert_bias = expert_bias_bytes(c);
-  const std::uint64_t layer = std::uint64_t{w.experts} * (w.expert_weight + w.expert_scale + w.expert_bias);
-  w.copies = static_cast<std::uint32_t>(std::clamp<std::uint64_t>((s.rotate_bytes + layer - 1) / layer, 1, 16));
-  std::size_t free_bytes = 0, total_bytes = 0;
-  if (l.driver().api().MemGetInfo(&free_bytes, &total_bytes) == CUDA_SUCCESS)
-    while (w.copies > 1 && layer * w.copies > free_bytes / 2) --w.copies;
-  MOEJIT_ASSIGN_OR_RETURN(HostExpert e, make_host_expert(c, rng));
-  const std::uint64_t count = std::uint64_t{w.copies} * w.experts;
-  MOEJIT_ASSIGN_OR_RETURN(w.weights, upload(l, stream, e.weights.data(), w.expert_weight, count * w.expert_weight));
-  MOEJIT_TRY(replicate(l, stream, w.weights, w.expert_weight, count));
-  MOEJIT_ASSIGN_OR_RETURN(w.scales, upload(l, stream, e.scales.data(), w.expert_scale, count * w.expert_scale));
-  MOEJIT_TRY(replicate(l, stream, w.scales, w.expert_scale, count));
-  if (w.expert_bias > 0) {
-    MOEJIT_ASSIGN_OR_RETURN(w.bias, upload(l, stream, e.bias.data(), w.expert_bias, count * w.expert_bias));
-    MOEJIT_TRY(replicate(l, stream, w.bias, w.expert_bias, count));
-  }
-  MOEJIT_TRY(l.synchronize(stream));
-  return w;
-}
-
-std::uint64_t round16(std::uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 // Runs one case: routings and activations on the device, the launches timed, the output checked
 // for values the kernel must have written.
 Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolver, const GemmCase& c,
-                      const WeightSet& w, const Settings& s, double copy_bytes_per_s, std::mt19937_64& rng) {
+                      const WeightSet& w, std::span<const Routing> routings, const Settings& s, const Ceilings& ceilings,
+                      std::mt19937_64& rng) {
   const KernelSpec spec = case_spec(c, l.arch());
   Json j = case_json(c, spec);
   j["weight_copies"] = w.copies;
@@ -356,18 +288,18 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   const std::uint64_t sorted_bytes = round16(align_max_padded(numel, c.model->experts, spec.bm) * 4);
   const std::uint64_t ids_bytes = round16(align_max_blocks(numel, c.model->experts, spec.bm) * 4);
   const std::uint64_t routing_stride = sorted_bytes + ids_bytes + 16;
-  std::vector<unsigned char> host_routings(routing_stride * s.routings, 0);
+  std::vector<unsigned char> host_routings(routing_stride * routings.size(), 0);
   double touched = 0;
-  for (int r = 0; r < s.routings; ++r) {
-    const Routing routing = random_routing(rng, c.tokens, c.model->experts, c.model->topk, spec.bm);
+  for (std::size_t r = 0; r < routings.size(); ++r) {
+    const Routing& routing = routings[r];
     touched += routing.touched_experts;
     unsigned char* base = host_routings.data() + r * routing_stride;
     std::memcpy(base, routing.sorted_token_ids.data(), routing.sorted_token_ids.size() * 4);
     std::memcpy(base + sorted_bytes, routing.expert_ids.data(), routing.expert_ids.size() * 4);
     std::memcpy(base + sorted_bytes + ids_bytes, &routing.num_tokens_post_pad, 4);
   }
-  touched /= s.routings;
-  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer routings,
+  touched /= static_cast<double>(routings.size());
+  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_routings,
                           upload(l, stream, host_routings.data(), host_routings.size(), host_routings.size()));
   std::vector<float> topk_weights(static_cast<std::size_t>(numel));
   std::uniform_real_distribution<float> tw(0.1f, 1.0f);
@@ -378,14 +310,7 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   const std::uint32_t slots = w.copies;
   const std::uint64_t a_bytes = round16(c.a_rows() * c.k() * 2);
   const std::uint64_t c_bytes = round16(c.pairs() * c.out_columns() * 2);
-  // Uniform in [-2, 2) from a cheap generator: prefill cases need up to 10^8 values, and the
-  // kernel's time does not depend on them.
-  std::vector<u16> a(c.a_rows() * c.k());
-  std::uint64_t state = rng() | 1;
-  for (u16& v : a) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    v = prim::twin::f32_to_bf16(static_cast<float>(static_cast<std::int32_t>(state >> 32)) * 0x1p-30f);
-  }
+  const std::vector<u16> a = random_bf16(c.a_rows() * c.k(), rng);
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_a, upload(l, stream, a.data(), a.size() * 2, a_bytes * slots));
   MOEJIT_TRY(replicate(l, stream, d_a, a_bytes, slots));
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_c, DeviceBuffer::allocate(l, c_bytes * slots));
@@ -400,7 +325,7 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   auto params_of = [&](std::uint64_t i) {
     GroupedGemmParams p = base;
     const auto slot = static_cast<std::uint32_t>(i % slots);
-    const auto* r = routings.as<const unsigned char>() + (i % static_cast<std::uint64_t>(s.routings)) * routing_stride;
+    const auto* r = d_routings.as<const unsigned char>() + (i % routings.size()) * routing_stride;
     p.a = d_a.as<const unsigned char>() + slot * a_bytes;
     p.c = d_c.as<unsigned char>() + slot * c_bytes;
     p.b = w.weights_of(slot);
@@ -424,10 +349,7 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
     return l.launch(kernel, dims, &p, sizeof p, stream);
   };
 
-  TimingOptions o;
-  o.samples = s.samples;
-  o.target_sample_ms = s.target_sample_ms;
-  MOEJIT_ASSIGN_OR_RETURN(Timing t, time_launches(l.driver(), stream, enqueue, o));
+  MOEJIT_ASSIGN_OR_RETURN(Timing t, time_launches(l.driver(), stream, enqueue, timing_options(s)));
 
   // Every C row is a (token, k) pair: all of slot 0's must hold finite values now.
   std::vector<u16> out(std::min<std::uint64_t>(c.pairs() * c.out_columns(), 32u << 20));
@@ -436,22 +358,145 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   const auto nonfinite = std::count_if(out.begin(), out.end(), [](u16 h) { return (h & 0x7f80) == 0x7f80; });
 
   const CaseBytes bytes = case_bytes(c, touched);
-  const double floor = floor_us(bytes, copy_bytes_per_s);
+  const Floor floor = case_floor(bytes, case_flops(c), ceilings.copy_bytes_per_s, ceilings.flops_per_s);
   j["touched_experts"] = touched;
   j["bytes"] = bytes_json(bytes);
-  j["timing"] = t.mode;
-  if (!t.graph_error.empty()) j["graph_error"] = t.graph_error;
-  j["iterations"] = t.iterations;
-  j["samples"] = t.sample_us.size();
-  j["median_us"] = t.median_us;
-  j["min_us"] = t.min_us;
-  j["floor_us"] = floor;
-  j["achieved_gbs"] = bytes.total() / (t.median_us * 1e-6) / 1e9;
-  j["fraction_of_floor"] = fraction_of_floor(floor, t.median_us);
-  j["tflops"] = 2.0 * static_cast<double>(c.pairs()) * c.n() * c.k() / (t.median_us * 1e-6) / 1e12;
+  j["flops"] = case_flops(c);
+  add_timing(j, t, bytes, case_flops(c));
+  add_floor(j, floor, t.median_us);
   j["output_check"] = {{"checked", out.size()}, {"nonfinite", nonfinite}};
   if (nonfinite != 0) return error(Code::internal, "{} of {} outputs are not finite: the kernel left rows unwritten or computed NaN", nonfinite, out.size());
   return j;
+}
+
+// The dense bf16 GEMM rate (the floor's FLOP ceiling), or why there is none.
+Json measure_ceiling(DeviceLauncher& l, CUstream stream, const Settings& s, std::mt19937_64& rng) {
+  if (!s.baselines) return {{"tflops", nullptr}, {"reason", "--no-baselines"}};
+  auto rate = measure_bf16_gemm_rate(l, stream, s.gemm_rate_size, timing_options(s), rng);
+  if (!rate.ok()) {
+    std::fprintf(stderr, "bench_gemm: dense bf16 GEMM rate: %s\n", rate.status().message().c_str());
+    return {{"tflops", nullptr}, {"error", rate.status().message()}};
+  }
+  if ((*rate)["tflops"].is_number())
+    std::fprintf(stderr, "bench_gemm: dense bf16 GEMM %u^3: %.0f TFLOP/s\n", s.gemm_rate_size,
+                 (*rate)["tflops"].get<double>());
+  return std::move(rate).value();
+}
+
+// The baselines' weights for the run of cases of one weight set, made when first needed.
+struct BaselineSet {
+  std::map<Baseline, std::unique_ptr<BaselineWeights>> weights;
+  std::map<Baseline, std::string> errors;  // creation failed: said once per case, not retried
+};
+// bf16 baseline results by (model, projection, tokens): the formats of a model share them (the
+// bf16 problem is the same; only the dequantized values differ).
+using BaselineResults = std::map<std::tuple<std::string_view, Projection, std::uint32_t>, Json>;
+
+// Every baseline of case `c` on moejit's routings, each with moejit's speedup over it.
+Json run_baselines(DeviceLauncher& l, CUstream stream, const GemmCase& c, const quant::QuantizedWeights& block,
+                   std::span<const Routing> routings, const Settings& s, double moejit_us, BaselineSet& set,
+                   BaselineResults& bf16_results, int& failures, std::mt19937_64& rng) {
+  Json out = Json::object();
+  for (const Baseline b : {Baseline::cutlass_bf16_grouped, Baseline::cutlass_int4_grouped}) {
+    const std::string name(to_string(b));
+    if (const std::string why = not_applicable(b, c); !why.empty()) {
+      out[name] = {{"not_applicable", why}};
+      continue;
+    }
+    const auto key = std::make_tuple(c.model->name, c.projection, c.tokens);
+    Json bj;
+    if (b == Baseline::cutlass_bf16_grouped && bf16_results.count(key)) {
+      bj = bf16_results[key];
+    } else {
+      if (!set.weights.count(b) && !set.errors.count(b)) {
+        auto created = BaselineWeights::create(l, stream, b, c, block, s.rotate_bytes);
+        if (created.ok()) set.weights[b] = std::move(created).value();
+        else set.errors[b] = created.status().message();
+      }
+      bj = set.errors.count(b) ? Json{{"error", set.errors[b]}} : set.weights[b]->run(c, routings, timing_options(s), rng);
+      bj["weights_from"] = c.format->name;  // whose dequantized values the bf16 weights hold
+      if (b == Baseline::cutlass_bf16_grouped && !bj.contains("error")) bf16_results[key] = bj;
+    }
+    if (bj.contains("error")) ++failures;
+    if (bj.contains("median_us")) bj["moejit_speedup"] = bj["median_us"].get<double>() / moejit_us;
+    out[name] = bj;
+  }
+  return out;
+}
+
+// The layer cases through the public API (moejit_fused_moe), after the GEMM cases and within
+// the same time budget: `layers` and `layer_summary` in `j`.
+void run_layers(DeviceLauncher& l, CUstream stream, const Settings& s, const Ceilings& ceilings, Clock::time_point start,
+                Json& j, std::mt19937_64& rng) {
+  const std::vector<LayerCase> layers = selected_layer_cases(s);
+  j["layers"] = Json::array();
+  int failed = 0, skipped = 0;
+  auto summarize = [&] {
+    j["layer_summary"] = {{"cases", layers.size()}, {"ran", j["layers"].size() - failed - skipped},
+                          {"failed", failed}, {"skipped", skipped}, {"wall_s", seconds_since(start)}};
+  };
+  moejit_context_options_t co;
+  moejit_context_options_init(&co);
+  co.backend = MOEJIT_BACKEND_DEVICE;
+  co.device_ordinal = s.device;
+  moejit_context_t context = nullptr;
+  if (moejit_context_create(&co, &context) != MOEJIT_OK) {
+    j["layers_error"] = fmt::format("moejit_context_create: {}", moejit_last_error());
+    failed = static_cast<int>(layers.size());
+    summarize();
+    return;
+  }
+  LayerRun run{context, timing_options(s), s.routings, ceilings.copy_bytes_per_s, ceilings.flops_per_s};
+  for (std::size_t i = 0; i < layers.size();) {
+    std::size_t end = i;  // one pair of weight sets serves a model and format
+    while (end < layers.size() && layers[end].model == layers[i].model && layers[end].format == layers[i].format) ++end;
+    const bool budget_spent = seconds_since(start) > s.max_seconds;
+    Result<WeightSet> w13 = budget_spent ? Result<WeightSet>(Status(Code::unavailable, "budget"))
+                                         : make_weights(l, stream, layers[i].gate_up(), s.rotate_bytes, rng);
+    Result<WeightSet> w2 = budget_spent || !w13.ok() ? Result<WeightSet>(Status(Code::unavailable, "budget"))
+                                                     : make_weights(l, stream, layers[i].down(), s.rotate_bytes, rng);
+    for (; i < end; ++i) {
+      const LayerCase& c = layers[i];
+      Json lj;
+      if (seconds_since(start) > s.max_seconds) {
+        lj = {{"model", c.model->name}, {"format", c.format->name}, {"tokens", c.tokens},
+              {"skipped", fmt::format("time budget of {} s spent", s.max_seconds)}};
+        ++skipped;
+      } else {
+        Result<Json> r = !w13.ok() ? Result<Json>(w13.status())
+                         : !w2.ok() ? Result<Json>(w2.status())
+                                    : run_layer_case(l, stream, run, c, *w13, *w2, rng);
+        if (r.ok()) {
+          lj = std::move(r).value();
+          std::fprintf(stderr, "  layer %-15s %-9s T=%-5u %9.2f us  floor %8.2f us  %5.1f%%  %7.0f GB/s\n",
+                       std::string(c.model->name).c_str(), std::string(c.format->name).c_str(), c.tokens,
+                       lj["median_us"].get<double>(), lj["floor_us"].get<double>(),
+                       100 * lj["fraction_of_floor"].get<double>(), lj["achieved_gbs"].get<double>());
+        } else {
+          lj = {{"model", c.model->name}, {"format", c.format->name}, {"tokens", c.tokens},
+                {"error", r.status().message()}};
+          ++failed;
+          std::fprintf(stderr, "  layer %s %s T=%u: %s\n", std::string(c.model->name).c_str(),
+                       std::string(c.format->name).c_str(), c.tokens, r.status().message().c_str());
+        }
+      }
+      j["layers"].push_back(lj);
+      summarize();
+      write_json(s.out, j);
+    }
+  }
+  moejit_context_destroy(context);
+  summarize();
+}
+
+// " bf16 1.83x int4 2.10x": moejit's speedups for the progress line.
+std::string speedups_text(const Json& case_json) {
+  std::string text;
+  if (!case_json.contains("baselines")) return text;
+  for (const auto& [name, b] : case_json["baselines"].items())
+    if (b.contains("moejit_speedup"))
+      text += fmt::format("  {} {:.2f}x", name.substr(8, 4), b["moejit_speedup"].get<double>());
+  return text;
 }
 
 int run(const Settings& s) {
@@ -508,6 +553,10 @@ int run(const Settings& s) {
     return kExitCaseFailed;
   }
   auto resolver = KernelResolver::create(std::move(options).value());
+  if (!resolver.ok()) {
+    std::fprintf(stderr, "bench_gemm: %s\n", resolver.status().message().c_str());
+    return kExitCaseFailed;
+  }
   const std::vector<GemmCase> cases = selected_cases(s);
 
   // Every kernel first, in parallel, so compiles stay out of the timed region.
@@ -526,10 +575,32 @@ int run(const Settings& s) {
                   {"wall_s", seconds_since(compile_start)}, {"errors", compile_errors}};
   std::fprintf(stderr, "bench_gemm: %zu kernels ready in %.1f s\n", pending.size(), seconds_since(compile_start));
 
+  std::mt19937_64 rng(20261130);
+  j["bf16_gemm"] = measure_ceiling(l, st, s, rng);
+  const Ceilings ceilings{copy->bytes_per_s,
+                          j["bf16_gemm"].value("tflops", Json(nullptr)).is_number()
+                              ? j["bf16_gemm"]["tflops"].get<double>() * 1e12
+                              : 0.0};
+  int baseline_failures = j["bf16_gemm"].contains("error") ? 1 : 0;
+  if (auto overhead = measure_host_overhead(l, st, OverheadOptions{}, rng); overhead.ok()) {
+    j["host_overhead"] = std::move(overhead).value();
+    std::fprintf(stderr, "bench_gemm: host overhead per call on a hit: %.2f us (moejit_grouped_gemm %.2f us, "
+                 "cuLaunchKernelEx %.2f us)\n", j["host_overhead"]["overhead_us"].get<double>(),
+                 j["host_overhead"]["moejit_call_us"].get<double>(), j["host_overhead"]["raw_launch_us"].get<double>());
+  } else {
+    j["host_overhead"] = {{"error", overhead.status().message()}};
+    std::fprintf(stderr, "bench_gemm: host overhead: %s\n", overhead.status().message().c_str());
+  }
+
   j["cases"] = Json::array();
   j["not_applicable"] = not_applicable_json();
   int failed = 0, skipped = 0;
-  std::mt19937_64 rng(20261130);
+  BaselineResults bf16_results;
+  auto summarize = [&] {
+    j["summary"] = {{"cases", cases.size()},         {"ran", j["cases"].size() - failed - skipped},
+                    {"failed", failed},              {"skipped", skipped},
+                    {"baseline_failures", baseline_failures}, {"wall_s", seconds_since(start)}};
+  };
   for (std::size_t i = 0; i < cases.size();) {
     // One weight set serves the run of cases that share model, format and projection.
     std::size_t end = i;
@@ -545,21 +616,28 @@ int run(const Settings& s) {
       }
       continue;
     }
-    auto weights = make_weights(l, st, cases[i], s, rng);
+    auto weights = make_weights(l, st, cases[i], s.rotate_bytes, rng);
+    BaselineSet baselines;
     for (; i < end; ++i) {
       const GemmCase& c = cases[i];
+      std::vector<Routing> routings;
+      for (int r = 0; r < s.routings; ++r)
+        routings.push_back(random_routing(rng, c.tokens, c.model->experts, c.model->topk, case_spec(c, l.arch()).bm));
       Result<Json> r = !weights.ok() ? Result<Json>(weights.status())
                        : seconds_since(start) > s.max_seconds
                            ? Result<Json>(Status(Code::unavailable, fmt::format("time budget of {} s spent", s.max_seconds)))
-                           : run_case(l, st, **resolver, c, *weights, s, copy->bytes_per_s, rng);
+                           : run_case(l, st, **resolver, c, *weights, routings, s, ceilings, rng);
       Json cj;
       if (r.ok()) {
         cj = std::move(r).value();
-        std::fprintf(stderr, "  %-15s %-9s %-7s T=%-5u %9.2f us  floor %8.2f us  %5.1f%%  %7.0f GB/s\n",
+        if (s.baselines)
+          cj["baselines"] = run_baselines(l, st, c, weights->block, routings, s, cj["median_us"].get<double>(),
+                                          baselines, bf16_results, baseline_failures, rng);
+        std::fprintf(stderr, "  %-15s %-9s %-7s T=%-5u %9.2f us  floor %8.2f us  %5.1f%%  %7.0f GB/s%s\n",
                      std::string(c.model->name).c_str(), std::string(c.format->name).c_str(),
                      std::string(to_string(c.projection)).c_str(), c.tokens, cj["median_us"].get<double>(),
                      cj["floor_us"].get<double>(), 100 * cj["fraction_of_floor"].get<double>(),
-                     cj["achieved_gbs"].get<double>());
+                     cj["achieved_gbs"].get<double>(), speedups_text(cj).c_str());
       } else {
         cj = case_json(c, case_spec(c, l.arch()));
         const bool budget = r.status().message().starts_with("time budget");
@@ -572,16 +650,16 @@ int run(const Settings& s) {
                        r.status().message().c_str());
       }
       j["cases"].push_back(cj);
-      j["summary"] = {{"cases", cases.size()}, {"ran", j["cases"].size() - failed - skipped}, {"failed", failed},
-                      {"skipped", skipped}, {"wall_s", seconds_since(start)}};
+      summarize();
       write_json(s.out, j);  // partial results survive a timeout
     }
   }
-  j["summary"] = {{"cases", cases.size()}, {"ran", cases.size() - failed - skipped}, {"failed", failed},
-                  {"skipped", skipped}, {"wall_s", seconds_since(start)}};
+  summarize();
+  if (s.layers) run_layers(l, st, s, ceilings, start, j, rng);
   if (s.out.empty()) std::cout << j.dump(2) << "\n";
   else write_json(s.out, j);
-  return failed ? kExitCaseFailed : 0;
+  const int layers_failed = j.contains("layer_summary") ? j["layer_summary"]["failed"].get<int>() : 0;
+  return failed || baseline_failures || layers_failed ? kExitCaseFailed : 0;
 }
 
 int probe(const Settings& s) {
@@ -619,6 +697,10 @@ int main(int argc, char** argv) {
   app.add_option("--rotate-bytes", s.rotate_bytes, "weight copies are added until the layer's rotation spans this");
   app.add_option("--copy-bytes", s.copy_bytes, "size of the device-to-device copy that sets the floor")
       ->check(CLI::PositiveNumber);
+  app.add_flag("!--no-layers", s.layers, "skip the whole-layer cases (moejit_fused_moe)");
+  app.add_flag("!--no-baselines", s.baselines, "skip the CUTLASS baselines and the dense bf16 GEMM rate");
+  app.add_option("--gemm-rate-size", s.gemm_rate_size, "m = n = k of the dense bf16 GEMM that sets the FLOP ceiling")
+      ->check(CLI::Range(256, 16384));
   app.add_option("--models", s.models, "only these models (names as in the JSON)")->delimiter(',');
   app.add_option("--formats", s.formats, "only these formats: mxfp4, int4_g128")->delimiter(',');
   CLI11_PARSE(app, argc, argv);

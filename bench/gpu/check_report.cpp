@@ -99,11 +99,35 @@ std::string utc_now() {
   return buf;
 }
 
+// cutlass_baseline_check's results: its JSON lines parsed, other lines kept as messages.
+Json parse_cutlass_check(const std::string& path, int exit_code) {
+  Json c;
+  c["exit_code"] = exit_code;
+  c["timed_out"] = exit_code == 124 || exit_code == 137;
+  c["results"] = Json::array();
+  c["messages"] = Json::array();
+  c["log"] = path.empty() ? Json(nullptr) : Json(std::filesystem::path(path).filename().string());
+  std::istringstream in(slurp(path));
+  for (std::string line; std::getline(in, line);) {
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line.front() == '{') {
+      try {
+        c["results"].push_back(Json::parse(line));
+        continue;
+      } catch (const std::exception&) {
+      }
+    }
+    if (c["messages"].size() < 50) c["messages"].push_back(line);
+  }
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name;
-  int tests_exit = -1, bench_exit = -1, probe_exit = -1;
+  std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name, cutlass_log;
+  int tests_exit = -1, bench_exit = -1, probe_exit = -1, cutlass_exit = -1;
   std::vector<std::string> durations;
   CLI::App app{"assemble bench/gpu/check.sh's results into one JSON document"};
   app.add_option("--out", out, "where to write the report")->required();
@@ -114,6 +138,8 @@ int main(int argc, char** argv) {
   app.add_option("--bench", bench_path, "bench_gemm's JSON");
   app.add_option("--bench-exit", bench_exit, "its exit status (124: timed out)");
   app.add_option("--bench-log", bench_log, "bench_gemm's stderr, named in the report");
+  app.add_option("--cutlass-log", cutlass_log, "cutlass_baseline_check's output (one JSON object per line)");
+  app.add_option("--cutlass-exit", cutlass_exit, "its exit status");
   app.add_option("--commit", commit, "source commit of the checked tree");
   app.add_option("--duration", durations, "NAME=SECONDS, repeatable")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
@@ -151,6 +177,8 @@ int main(int argc, char** argv) {
   r["bench_timed_out"] = bench_exit == 124 || bench_exit == 137;
   r["bench_log"] = bench_log.empty() ? Json(nullptr) : Json(std::filesystem::path(bench_log).filename().string());
 
+  r["cutlass_check"] = parse_cutlass_check(cutlass_log, cutlass_exit);
+
   Json d = Json::object();
   for (const std::string& kv : durations) {
     const auto eq = kv.find('=');
@@ -167,7 +195,8 @@ int main(int argc, char** argv) {
   const bool gpu = !r["gpu"].is_null();
   const bool tests_ok = tests_exit == 0 && tests.value("failed", Json(1)) == Json(0);
   const bool bench_ok = bench_exit == 0;
-  r["verdict"] = !gpu ? "no_gpu" : tests_ok && bench_ok ? "pass" : "fail";
+  const bool cutlass_ok = cutlass_exit == 0;
+  r["verdict"] = !gpu ? "no_gpu" : tests_ok && bench_ok && cutlass_ok ? "pass" : "fail";
 
   const std::string tmp = out + ".tmp";
   {

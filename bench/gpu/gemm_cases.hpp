@@ -6,7 +6,8 @@
 // K = H, act-and-mul epilogue, one A row per token) or down (N = H, K = I, top-k weighted
 // epilogue, one A row per (token, k) pair). The floor is the time the bytes that must move take
 // at the device's measured copy bandwidth: the packed weights, scales (and bias) of the experts
-// the routing touches, the activations read and the outputs written.
+// the routing touches, the activations read and the outputs written; or, when longer, the time
+// its FLOPs take at the device's measured dense bf16 GEMM rate.
 
 #include <cmath>
 #include <cstdint>
@@ -127,12 +128,68 @@ inline CaseBytes case_bytes(const GemmCase& c, double touched_experts) {
 // A device-to-device copy of `bytes` reads and writes each byte once.
 inline double copy_bandwidth_bytes_per_s(double bytes_copied, double seconds) { return 2 * bytes_copied / seconds; }
 
-// The floor in microseconds: the case's bytes at the copy bandwidth.
+// The useful multiply-adds of a case, two FLOPs each: every (token, k) pair's row times the
+// N x K weights of its expert. Padding rows and the epilogue are not counted.
+inline double case_flops(const GemmCase& c) { return 2.0 * static_cast<double>(c.pairs()) * c.n() * c.k(); }
+
+// A dense GEMM of m x n x k in `seconds` runs at this many FLOP/s (the floor's matrix rate).
+inline double gemm_flops_per_s(double m, double n, double k, double seconds) { return 2 * m * n * k / seconds; }
+
+// The memory floor in microseconds: the case's bytes at the copy bandwidth.
 inline double floor_us(const CaseBytes& b, double copy_bytes_per_s) { return b.total() / copy_bytes_per_s * 1e6; }
+
+// The floor of a case: its bytes at the copy bandwidth, or its FLOPs at the dense bf16 matrix
+// rate, whichever takes longer (a rate of 0, not measured, leaves the memory floor alone).
+struct Floor {
+  double memory_us = 0, compute_us = 0;
+  double us() const { return memory_us > compute_us ? memory_us : compute_us; }
+  std::string_view bound() const { return memory_us >= compute_us ? "memory" : "compute"; }
+};
+inline Floor case_floor(const CaseBytes& b, double flops, double copy_bytes_per_s, double flops_per_s) {
+  return {floor_us(b, copy_bytes_per_s), flops_per_s > 0 ? flops / flops_per_s * 1e6 : 0.0};
+}
 
 // Achieved / floor: 1.0 means the kernel moved its bytes as fast as a copy does.
 inline double fraction_of_floor(double floor_microseconds, double measured_microseconds) {
   return floor_microseconds / measured_microseconds;
 }
+
+// A layer case: one model's whole MoE layer at one token count, as an engine calls it
+// (moejit_fused_moe: routing align, gate/up GEMM with the activation, down GEMM with the top-k
+// weight, top-k reduction), with one routing for both GEMMs.
+struct LayerCase {
+  const MoeModel* model = nullptr;
+  const WeightChoice* format = nullptr;
+  std::uint32_t tokens = 0;
+  GemmCase gate_up() const { return {model, format, Projection::gate_up, tokens}; }
+  GemmCase down() const { return {model, format, Projection::down, tokens}; }
+};
+
+inline bool applicable(const LayerCase& c) { return applicable(c.gate_up()) && applicable(c.down()); }
+
+// Every applicable layer case, by model and format, token counts increasing.
+inline std::vector<LayerCase> enumerate_layer_cases(bool quick) {
+  std::vector<LayerCase> out;
+  for (const GemmCase& c : enumerate_cases(quick))
+    if (c.projection == Projection::gate_up && applicable(LayerCase{c.model, c.format, c.tokens}))
+      out.push_back({c.model, c.format, c.tokens});
+  return out;
+}
+
+// The bytes a layer must move: both projections' weights, scales and bias of the touched
+// experts, the hidden states read and the output written (T x H bf16 each). The intermediate
+// activations between the GEMMs are not counted: a fused kernel could keep them on chip.
+inline CaseBytes layer_bytes(const LayerCase& c, double touched_experts) {
+  const CaseBytes up = case_bytes(c.gate_up(), touched_experts), down = case_bytes(c.down(), touched_experts);
+  CaseBytes b;
+  b.weights = up.weights + down.weights;
+  b.scales = up.scales + down.scales;
+  b.bias = up.bias + down.bias;
+  b.act_in = static_cast<double>(c.tokens) * c.model->hidden * 2;
+  b.act_out = static_cast<double>(c.tokens) * c.model->hidden * 2;
+  return b;
+}
+
+inline double layer_flops(const LayerCase& c) { return case_flops(c.gate_up()) + case_flops(c.down()); }
 
 }  // namespace moejit::bench

@@ -63,32 +63,38 @@ Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch a
   return grouped_gemm_workspace_bytes(spec, shape) + grouped_gemm_counter_count(spec, shape) * sizeof(std::uint32_t);
 }
 
-Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* stream) {
-  MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, ctx.launcher.arch(), ctx.launcher.backend()));
-  GroupedGemmParams p = r.params;
+Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch, Backend backend) {
+  PreparedGemm g;
+  MOEJIT_ASSIGN_OR_RETURN(g.spec, grouped_gemm_spec(r, arch, backend));
+  GroupedGemmParams& p = g.params;
+  p = r.params;
   p.b = static_cast<const u8*>(r.weights.qweight);
   p.b_scales = r.weights.scales;
   p.b_zeros = static_cast<const u8*>(r.weights.zeros);
   p.bias = r.weights.bias;
-  const LaunchShape shape = grouped_gemm_launch_shape(spec, p.m);
-  const std::uint64_t partial_bytes = grouped_gemm_workspace_bytes(spec, shape);
-  const std::uint64_t need = partial_bytes + grouped_gemm_counter_count(spec, shape) * sizeof(std::uint32_t);
+  const LaunchShape shape = grouped_gemm_launch_shape(g.spec, p.m);
+  const std::uint64_t partial_bytes = grouped_gemm_workspace_bytes(g.spec, shape);
+  const std::uint64_t need = partial_bytes + grouped_gemm_counter_count(g.spec, shape) * sizeof(std::uint32_t);
   if (r.workspace_bytes < need)
     return error(Code::invalid_argument, "argument 'workspace_bytes' = {}: this problem needs {}", r.workspace_bytes, need);
   if (need > 0) {
     p.workspace = static_cast<float*>(r.workspace);
     p.tile_counters = reinterpret_cast<u32*>(static_cast<unsigned char*>(r.workspace) + partial_bytes);
   }
-  MOEJIT_TRY(check_grouped_gemm_params(spec, p));
-  if (shape.grid[1] == 0) return {};  // no rows
-  LaunchDims dims;
-  dims.grid[0] = shape.grid[0];
-  dims.grid[1] = shape.grid[1];
-  dims.grid[2] = shape.grid[2];
-  dims.block[0] = shape.block_threads;
-  dims.dynamic_shared_bytes = shape.dynamic_shared_bytes;
-  return run_kernel(ctx, spec, dims, &p, sizeof p, stream,
-                    Decision{"grouped_gemm", p.m, static_cast<std::int64_t>(rows_per_expert(r))});
+  MOEJIT_TRY(check_grouped_gemm_params(g.spec, p));
+  g.dims.grid[0] = shape.grid[0];
+  g.dims.grid[1] = shape.grid[1];
+  g.dims.grid[2] = shape.grid[2];
+  g.dims.block[0] = shape.block_threads;
+  g.dims.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+  return g;
+}
+
+Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* stream) {
+  MOEJIT_ASSIGN_OR_RETURN(PreparedGemm g, prepare_grouped_gemm(r, ctx.launcher.arch(), ctx.launcher.backend()));
+  if (g.dims.grid[1] == 0) return {};  // no rows
+  return run_kernel(ctx, g.spec, g.dims, &g.params, sizeof g.params, stream,
+                    Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(rows_per_expert(r))});
 }
 
 }  // namespace moejit::dispatch

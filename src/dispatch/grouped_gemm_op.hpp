@@ -43,6 +43,16 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& request, Arch arc
 // Workspace the request needs (split-K partial sums and counters).
 Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& request, Arch arch, Backend backend);
 
+// A request made ready to launch: its kernel spec, the kernel's parameters (weights and
+// workspace filled in and checked) and the launch shape. `dims.grid[1]` is 0 when there are no
+// rows (nothing to launch).
+struct PreparedGemm {
+  KernelSpec spec{};
+  GroupedGemmParams params{};
+  LaunchDims dims;
+};
+Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& request, Arch arch, Backend backend);
+
 Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& request, void* stream);
 
 }  // namespace moejit::dispatch

@@ -1,0 +1,46 @@
+#include "bench/gpu/device_data.hpp"
+
+#include <algorithm>
+
+#include "common/numeric.cuh"
+
+namespace moejit::bench {
+
+Result<DeviceBuffer> upload(DeviceLauncher& l, CUstream stream, const void* data, std::uint64_t bytes,
+                            std::uint64_t total) {
+  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::allocate(l, std::max<std::uint64_t>(total, 1)));
+  MOEJIT_TRY(l.copy_to_backend(b.data(), data, bytes, stream));
+  return b;
+}
+
+Status replicate(DeviceLauncher& l, CUstream stream, const DeviceBuffer& buffer, std::uint64_t block,
+                 std::uint64_t count) {
+  auto* base = buffer.as<unsigned char>();
+  for (std::uint64_t have = 1; have < count;) {
+    const std::uint64_t n = std::min(have, count - have);
+    MOEJIT_TRY(l.copy_within_backend(base + have * block, base, n * block, stream));
+    have += n;
+  }
+  return {};
+}
+
+std::uint32_t rotation_copies(DeviceLauncher& l, std::uint64_t layer_bytes, std::uint64_t rotate_bytes) {
+  auto copies = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>((rotate_bytes + layer_bytes - 1) / std::max<std::uint64_t>(layer_bytes, 1), 1, 16));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (l.driver().api().MemGetInfo(&free_bytes, &total_bytes) == CUDA_SUCCESS)
+    while (copies > 1 && layer_bytes * copies > free_bytes / 2) --copies;
+  return copies;
+}
+
+std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng) {
+  std::vector<u16> out(count);
+  std::uint64_t state = rng() | 1;
+  for (u16& v : out) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    v = prim::twin::f32_to_bf16(static_cast<float>(static_cast<std::int32_t>(state >> 32)) * 0x1p-30f);
+  }
+  return out;
+}
+
+}  // namespace moejit::bench

@@ -1,0 +1,35 @@
+#pragma once
+// Host and device data for the GPU benchmarks: uploads, buffers filled by doubling copies of
+// their first block (weights replicated across experts and rotation copies), and random bf16
+// values made fast enough for prefill-sized activations.
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/types.cuh"
+#include "runtime/device_buffer.hpp"
+#include "runtime/device_launcher.hpp"
+
+namespace moejit::bench {
+
+inline std::uint64_t round16(std::uint64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// A device buffer of `total` bytes (at least 1) whose first `bytes` are `data`.
+Result<DeviceBuffer> upload(DeviceLauncher& l, CUstream stream, const void* data, std::uint64_t bytes,
+                            std::uint64_t total);
+
+// Fills `buffer` (`count` blocks of `block` bytes) from its first block, doubling each copy.
+Status replicate(DeviceLauncher& l, CUstream stream, const DeviceBuffer& buffer, std::uint64_t block,
+                 std::uint64_t count);
+
+// The copies of a layer of `layer_bytes` that make a rotation over them span `rotate_bytes`
+// (weights then come from HBM, not L2): at least 1, at most 16 and half the free device memory.
+std::uint32_t rotation_copies(DeviceLauncher& l, std::uint64_t layer_bytes, std::uint64_t rotate_bytes);
+
+// `count` bf16 values uniform in [-2, 2) (multiples of 2^-30 before rounding), from a xorshift
+// stream seeded by `rng`: prefill cases need up to 10^8 values, and kernel times do not depend
+// on them.
+std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng);
+
+}  // namespace moejit::bench
