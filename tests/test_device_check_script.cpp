@@ -22,7 +22,7 @@ TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
   const fs::path root = fs::path(__FILE__).parent_path().parent_path();
   const fs::path script = root / "bench" / "gpu" / "check.sh";
   for (const fs::path& needed : {script, build / "bench" / "gpu" / "bench_gemm", build / "bench" / "gpu" / "gpu_check_report",
-                                 build / "tests" / "moejit_tests"})
+                                 build / "bench" / "cutlass" / "cutlass_baseline_check", build / "tests" / "moejit_tests"})
     if (!fs::exists(needed)) {
       MESSAGE("skipped: " << needed.string() << " is not there (benchmarks not built?)");
       return;
@@ -38,7 +38,7 @@ TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
   INFO("stdout: " << r.out.substr(r.out.size() > 4000 ? r.out.size() - 4000 : 0));
   INFO("stderr: " << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0));
   CHECK(r.exit_code == 2);  // no GPU
-  for (const char* f : {"results.json", "gpu.json", "tests.log", "bench.log", "check.log", "bench.json"})
+  for (const char* f : {"results.json", "gpu.json", "tests.log", "bench.log", "check.log", "bench.json", "cutlass_check.log"})
     CHECK_MESSAGE(fs::exists(fs::path(out) / f), f);
 
   const auto results = nlohmann::json::parse(slurp(out + "/results.json"));
@@ -65,7 +65,11 @@ TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
   // The benchmark said there is no GPU, with its exit status and its own JSON.
   CHECK(results["bench_exit_code"] == 2);
   CHECK(results["bench"]["error"]["code"] == "unavailable");
+  // The CUTLASS baselines' check found no GPU either, and said so.
+  CHECK(results["cutlass_check"]["exit_code"] == 2);
+  CHECK(results["cutlass_check"]["log"] == "cutlass_check.log");
   CHECK(results["durations_s"]["total"].get<double>() >= 0);
+  CHECK(results["durations_s"]["cutlass_check"].get<double>() >= 0);
   CHECK(results["commit"].is_string());
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: run on a machine with a GPU, from a build made elsewhere and carried over
-# (it builds and installs nothing). Runs the device test suite, then bench_gemm, and writes
-# into $OUT one JSON document of results (results.json) plus every log. Usage, the budget and
+# (it builds and installs nothing). Runs the device test suite, the CUTLASS baselines' own
+# check, then bench_gemm, and writes into $OUT one JSON document of results (results.json) plus
+# every log, and the plots when this machine's python3 has matplotlib. Usage, the budget and
 # the JSON fields: bench/gpu/README.md.
 #
 #   OUT=/some/dir bench/gpu/check.sh          # from the repository root
@@ -32,6 +33,7 @@ max() { if (($1 > $2)); then echo "$1"; else echo "$2"; fi; }
 TESTS=$BUILD/tests/moejit_tests
 BENCH=$BUILD/bench/gpu/bench_gemm
 REPORT=$BUILD/bench/gpu/gpu_check_report
+CUTLASS_CHECK=$BUILD/bench/cutlass/cutlass_baseline_check
 
 COMMIT=unknown
 if commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
@@ -56,7 +58,7 @@ if [[ -z ${MOEJIT_NVRTC_LIBRARY:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'li
   done
 fi
 
-for binary in "$TESTS" "$BENCH" "$REPORT"; do
+for binary in "$TESTS" "$BENCH" "$REPORT" "$CUTLASS_CHECK"; do
   [[ -x $binary ]] || log "missing $binary: build with 'cmake -S . -B build -G Ninja && cmake --build build' and carry it"
 done
 
@@ -90,7 +92,19 @@ fi
 tests_s=$((SECONDS - t0))
 log "device tests: exit $tests_rc in ${tests_s}s"
 
-# 3. The benchmark; it stops starting cases 40 s before its timeout and rewrites its JSON
+# 3. The CUTLASS baselines against an fp64 reference on small problems (seconds): a fast wrong
+#    baseline is no baseline. bench_gemm checks them again at the benchmark's shapes.
+t0=$SECONDS
+cutlass_rc=127
+if [[ -x $CUTLASS_CHECK ]]; then
+  log "CUTLASS baseline check"
+  timeout -k 5 60 "$CUTLASS_CHECK" >"$OUT/cutlass_check.log" 2>&1
+  cutlass_rc=$?
+fi
+cutlass_s=$((SECONDS - t0))
+log "CUTLASS baseline check: exit $cutlass_rc in ${cutlass_s}s"
+
+# 4. The benchmark; it stops starting cases 40 s before its timeout and rewrites its JSON
 #    after every case, so a slow run still returns what it measured.
 t0=$SECONDS
 bench_rc=127
@@ -107,14 +121,15 @@ fi
 bench_s=$((SECONDS - t0))
 log "bench_gemm: exit $bench_rc in ${bench_s}s"
 
-# 4. One JSON document of everything.
+# 5. One JSON document of everything.
 total_s=$((SECONDS - START))
 report_rc=127
 if [[ -x $REPORT ]]; then
   "$REPORT" --out "$OUT/results.json" --gpu "$OUT/gpu.json" --probe-exit "$probe_rc" \
     --tests-log "$OUT/tests.log" --tests-exit "$tests_rc" --bench "$OUT/bench.json" --bench-exit "$bench_rc" \
-    --bench-log "$OUT/bench.log" --commit "$COMMIT" \
-    --duration "probe=$probe_s,tests=$tests_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
+    --bench-log "$OUT/bench.log" --cutlass-log "$OUT/cutlass_check.log" --cutlass-exit "$cutlass_rc" \
+    --commit "$COMMIT" \
+    --duration "probe=$probe_s,tests=$tests_s,cutlass_check=$cutlass_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
   report_rc=$?
 fi
 if ((report_rc != 0)); then
@@ -132,6 +147,15 @@ if ((report_rc != 0)); then
   "durations_s": {"probe": $probe_s, "tests": $tests_s, "bench": $bench_s, "total": $total_s}
 }
 EOF
+fi
+
+# 6. Plots and tables, where this machine's python3 has matplotlib (else: run
+#    bench/plot_results.py on results.json wherever it has).
+if python3 -c 'import matplotlib' 2>/dev/null; then
+  timeout -k 5 60 python3 "$ROOT/bench/plot_results.py" "$OUT/results.json" --out "$OUT/plots" >>"$OUT/check.log" 2>&1 ||
+    log "plot_results.py failed (see check.log)"
+else
+  log "no matplotlib here: make the plots with 'python3 bench/plot_results.py results.json --out DIR'"
 fi
 
 verdict=$(grep -m1 '"verdict"' "$OUT/results.json" | sed 's/.*"verdict": *"\([^"]*\)".*/\1/')
