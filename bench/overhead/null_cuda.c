@@ -1,0 +1,190 @@
+/* A null CUDA driver: a libcuda that reports one sm_90 device and whose every operation succeeds
+   without a GPU. Launches do nothing and return at once; "device" memory is host memory, so
+   copies and memsets behave. Loaded by bench_host_overhead through MOEJIT_CUDA_LIBRARY to time
+   moejit's own host path, from an API call to the driver's launch entry point, on a machine
+   with no GPU. Not a test double for results: nothing a kernel would compute is computed.
+
+   It exports the entry points runtime/cuda_driver binds (cuda_symbols()); graphs and events
+   are not supported. */
+
+#include <cuda.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_primary_context;  /* the device's one context: its address is the handle */
+static int g_stream;
+static _Thread_local CUcontext t_stack[16];
+static _Thread_local int t_depth;
+static unsigned long long g_launches;
+
+CUresult cuGetErrorName(CUresult error, const char** name) {
+  *name = error == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_NOT_SUPPORTED";
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult error, const char** text) {
+  *text = error == CUDA_SUCCESS ? "no error" : "not supported by moejit's null driver";
+  return CUDA_SUCCESS;
+}
+CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuDriverGetVersion(int* version) { *version = CUDA_VERSION; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int* count) { *count = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char* name, int len, CUdevice device) {
+  (void)device;
+  strncpy(name, "moejit null driver (sm_90, no GPU)", (size_t)len);
+  if (len > 0) name[len - 1] = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  (void)device;
+  switch (attribute) {  /* an H200's values */
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = 227 * 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = 60 * 1024 * 1024; break;
+    default: *value = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+  (void)device;
+  *bytes = (size_t)141 << 30;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  (void)device;
+  *context = (CUcontext)&g_primary_context;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; return CUDA_SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext* context) {
+  *context = t_depth > 0 ? t_stack[t_depth - 1] : NULL;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice* device) {
+  if (t_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPushCurrent_v2(CUcontext context) {
+  if (t_depth == 16) return CUDA_ERROR_NOT_SUPPORTED;
+  t_stack[t_depth++] = context;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPopCurrent_v2(CUcontext* context) {
+  if (t_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --t_depth;
+  if (context) *context = t_stack[t_depth];
+  return CUDA_SUCCESS;
+}
+
+/* A module or function is a small heap block; the image is not looked at. */
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  if (image == NULL) return CUDA_ERROR_INVALID_IMAGE;
+  *module = (CUmodule)malloc(16);
+  return *module ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuModuleUnload(CUmodule module) { free(module); return CUDA_SUCCESS; }
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  if (module == NULL || name == NULL) return CUDA_ERROR_INVALID_HANDLE;
+  *function = (CUfunction)module;
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction function) {
+  (void)function;
+  *value = attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? 48 * 1024 : 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute, int value) {
+  (void)function, (void)attribute, (void)value;
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream stream, void** params, void** extra) {
+  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream, (void)params,
+      (void)extra;
+  ++g_launches;
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  (void)config, (void)f, (void)params, (void)extra;
+  ++g_launches;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  void* p = aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr ptr) { free((void*)(uintptr_t)ptr); return CUDA_SUCCESS; }
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  *free_bytes = (size_t)140 << 30;
+  *total_bytes = (size_t)141 << 30;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
+  (void)stream;
+  memcpy((void*)(uintptr_t)dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  (void)stream;
+  memcpy(dst, (const void*)(uintptr_t)src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  (void)stream;
+  memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream) {
+  (void)stream;
+  memset((void*)(uintptr_t)dst, value, count);
+  return CUDA_SUCCESS;
+}
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  (void)data, (void)attribute, (void)ptr;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  (void)flags;
+  *stream = (CUstream)&g_stream;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream stream) { (void)stream; return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream stream) { (void)stream; return CUDA_SUCCESS; }
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  (void)stream;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+/* Graphs and events: not supported (nothing here would time or replay anything). */
+CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { (void)s, (void)m; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuStreamEndCapture(CUstream s, CUgraph* g) { (void)s, (void)g; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long f) {
+  (void)e, (void)g, (void)f;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e, (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventCreate(CUevent* e, unsigned int f) { (void)e, (void)f; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventDestroy_v2(CUevent e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventRecord(CUevent e, CUstream s) { (void)e, (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) { (void)ms, (void)a, (void)b; return CUDA_ERROR_NOT_SUPPORTED; }
+
+/* For the benchmark: launches the driver was asked for. */
+unsigned long long moejit_null_cuda_launches(void) { return g_launches; }
