@@ -4,14 +4,16 @@
    moejit's own host path, from an API call to the driver's launch entry point, on a machine
    with no GPU. Not a test double for results: nothing a kernel would compute is computed.
 
-   It exports the entry points runtime/cuda_driver binds (cuda_symbols()); graphs and events
-   are not supported. */
+   It exports the entry points runtime/cuda_driver binds (cuda_symbols()); events record the
+   host time; graphs are not supported. bench_gemm also runs on it (a test of its plumbing: no
+   kernel computes anything, so every output check fails as it must). */
 
 #include <cuda.h>
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int g_primary_context;  /* the device's one context: its address is the handle */
 static int g_stream;
@@ -170,7 +172,27 @@ CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 
-/* Graphs and events: not supported (nothing here would time or replay anything). */
+/* Events record the host time (all work is done when it is queued). */
+CUresult cuEventCreate(CUevent* e, unsigned int f) {
+  (void)f;
+  *e = (CUevent)calloc(1, sizeof(struct timespec));
+  return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuEventDestroy_v2(CUevent e) { free(e); return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent e, CUstream s) {
+  (void)s;
+  clock_gettime(CLOCK_MONOTONIC, (struct timespec*)e);
+  return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
+  const struct timespec* t0 = (const struct timespec*)a;
+  const struct timespec* t1 = (const struct timespec*)b;
+  *ms = (float)((double)(t1->tv_sec - t0->tv_sec) * 1e3 + (double)(t1->tv_nsec - t0->tv_nsec) * 1e-6);
+  return CUDA_SUCCESS;
+}
+
+/* Graphs: not supported (callers fall back to stream launches). */
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) { (void)s, (void)m; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuStreamEndCapture(CUstream s, CUgraph* g) { (void)s, (void)g; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long f) {
@@ -180,11 +202,6 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long lo
 CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e, (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuEventCreate(CUevent* e, unsigned int f) { (void)e, (void)f; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuEventDestroy_v2(CUevent e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuEventRecord(CUevent e, CUstream s) { (void)e, (void)s; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) { (void)ms, (void)a, (void)b; return CUDA_ERROR_NOT_SUPPORTED; }
 
 /* For the benchmark: launches the driver was asked for. */
 unsigned long long moejit_null_cuda_launches(void) { return g_launches; }

@@ -1,0 +1,65 @@
+// bench_gemm end to end without a GPU: on moejit's null driver (bench/overhead/null_cuda.c, a
+// libcuda whose launches return at once and whose device memory is host memory) every step of a
+// run happens: copy bandwidth, host overhead, weights, routings, packed-weight views, workspace
+// sizes, parameter checks, launches, timing, JSON. No kernel computes anything, so every output
+// check must fail, saying the outputs are not finite, and nothing else may fail: that is what
+// proves the plumbing a GPU session depends on. (The CUTLASS baselines need cudart and a real
+// driver: --no-baselines.)
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "test_support.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+namespace fs = std::filesystem;
+
+TEST_SUITE("gpu_check_script") {
+
+TEST_CASE("bench_gemm runs every step on the null driver and only its output checks fail") {
+  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
+  const fs::path bench = build / "bench" / "gpu" / "bench_gemm";
+  const fs::path driver = build / "bench" / "overhead" / "libmoejit-null-cuda.so";
+  for (const fs::path& needed : {bench, driver})
+    if (!fs::exists(needed)) {
+      MESSAGE("skipped: " << needed.string() << " is not there (benchmarks not built?)");
+      return;
+    }
+  TempDir dir;
+  const std::string out = dir / "bench.json";
+  ProcessResult r = run_process({bench.string(), "--quick", "--no-baselines", "--models", "Qwen3-30B-A3B",
+                                 "--rotate-bytes", "1", "--copy-bytes", "1048576", "--out", out},
+                                {{"MOEJIT_CUDA_LIBRARY", driver.string()}, {"MOEJIT_CACHE_DIR", dir / "cache"}});
+  INFO("stderr: " << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0));
+  CHECK(r.exit_code == 1);  // the output checks failed, as they must
+  const auto j = nlohmann::json::parse(slurp(out));
+  CHECK(j["gpu"]["name"].get<std::string>().find("null driver") != std::string::npos);
+  CHECK(j["copy_bandwidth"]["gbs"].get<double>() > 0);
+  CHECK(j["kernels"]["errors"].empty());
+  CHECK(j["host_overhead"]["overhead_us"].is_number());
+  CHECK(j["bf16_gemm"]["reason"] == "--no-baselines");
+
+  // 2 formats x 2 projections x 3 token counts, and 2 formats x 3 layers: each got as far as its
+  // output check, which found the poisoned (NaN) outputs untouched.
+  REQUIRE(j["cases"].size() == 12);
+  REQUIRE(j["layers"].size() == 6);
+  for (const auto& c : j["cases"]) {
+    INFO(c.dump());
+    REQUIRE(c.contains("error"));
+    CHECK(c["error"].get<std::string>().find("outputs are not finite") != std::string::npos);
+  }
+  for (const auto& l : j["layers"]) {
+    INFO(l.dump());
+    REQUIRE(l.contains("error"));
+    CHECK(l["error"].get<std::string>().find("layer outputs are not finite") != std::string::npos);
+  }
+  CHECK(j["summary"]["failed"] == 12);
+  CHECK(j["summary"]["skipped"] == 0);
+  CHECK(j["layer_summary"]["failed"] == 6);
+}
+
+}  // TEST_SUITE
