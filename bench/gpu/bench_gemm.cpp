@@ -31,6 +31,7 @@
 #include "bench/gpu/result_json.hpp"
 #include "bench/gpu/routing.hpp"
 #include "bench/gpu/weight_set.hpp"
+#include "bench/utc_now.hpp"
 #include "codegen/generate.hpp"
 #include "common/numeric.cuh"
 #include "compile/nvrtc_library.hpp"
@@ -78,15 +79,6 @@ struct Settings {
 };
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string cuda_version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 

@@ -18,8 +18,11 @@
 #include <sstream>
 #include <string>
 
+#include "bench/utc_now.hpp"
+
 namespace {
 
+using moejit::bench::utc_now;
 using Json = nlohmann::ordered_json;
 
 std::string slurp(const std::string& path) {
@@ -88,15 +91,6 @@ Json parse_doctest_log(const std::string& text) {
   t["failures"] = failures;
   t["messages"] = messages;
   return t;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // cutlass_baseline_check's results: its JSON lines parsed, other lines kept as messages.

@@ -30,12 +30,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/utc_now.hpp"
+
 #ifndef MOEJIT_BUILD_COMMIT
 #define MOEJIT_BUILD_COMMIT "unknown"
 #endif
 
 namespace {
 
+using moejit::bench::utc_now;
 using Json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
@@ -123,15 +126,6 @@ moejit_packed_weights_t pack(moejit_context_t ctx, std::uint32_t n, std::uint32_
   p.scales_bytes = sizes.scales_bytes;
   check(moejit_pack_weights(ctx, &d, &p, nullptr), "moejit_pack_weights");
   return p;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string default_driver() {
