@@ -3,8 +3,8 @@
 // run happens: copy bandwidth, host overhead, weights, routings, packed-weight views, workspace
 // sizes, parameter checks, launches, timing, JSON. No kernel computes anything, so every output
 // check must fail, saying the outputs are not finite, and nothing else may fail: that is what
-// proves the plumbing a GPU session depends on. (The CUTLASS baselines need cudart and a real
-// driver: --no-baselines.)
+// proves the plumbing a GPU session depends on. The CUTLASS baselines need cudart and a real
+// driver: with them, their weights are made and their plans get as far as cudart's first call.
 
 #include <doctest/doctest.h>
 
@@ -20,23 +20,35 @@ namespace fs = std::filesystem;
 
 TEST_SUITE("gpu_check_script") {
 
-TEST_CASE("bench_gemm runs every step on the null driver and only its output checks fail") {
+namespace {
+
+// bench_gemm --quick on Qwen3-30B-A3B's layer with `extra` arguments, on the null driver: its JSON
+// (null when the binaries are not built, after saying so).
+nlohmann::json run_on_null_driver(const TempDir& dir, std::vector<std::string> extra) {
   const fs::path build = fs::path(MOEJIT_CLI).parent_path();
   const fs::path bench = build / "bench" / "gpu" / "bench_gemm";
   const fs::path driver = build / "bench" / "overhead" / "libmoejit-null-cuda.so";
   for (const fs::path& needed : {bench, driver})
     if (!fs::exists(needed)) {
       MESSAGE("skipped: " << needed.string() << " is not there (benchmarks not built?)");
-      return;
+      return nullptr;
     }
-  TempDir dir;
   const std::string out = dir / "bench.json";
-  ProcessResult r = run_process({bench.string(), "--quick", "--no-baselines", "--models", "Qwen3-30B-A3B",
-                                 "--rotate-bytes", "1", "--copy-bytes", "1048576", "--out", out},
-                                {{"MOEJIT_CUDA_LIBRARY", driver.string()}, {"MOEJIT_CACHE_DIR", dir / "cache"}});
+  std::vector<std::string> argv = {bench.string(), "--quick", "--models", "Qwen3-30B-A3B", "--rotate-bytes", "1",
+                                   "--copy-bytes", "1048576", "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  ProcessResult r = run_process(argv, {{"MOEJIT_CUDA_LIBRARY", driver.string()}, {"MOEJIT_CACHE_DIR", dir / "cache"}});
   INFO("stderr: " << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0));
   CHECK(r.exit_code == 1);  // the output checks failed, as they must
-  const auto j = nlohmann::json::parse(slurp(out));
+  return nlohmann::json::parse(slurp(out));
+}
+
+}  // namespace
+
+TEST_CASE("bench_gemm runs every step on the null driver and only its output checks fail") {
+  TempDir dir;
+  const auto j = run_on_null_driver(dir, {"--no-baselines"});
+  if (j.is_null()) return;
   CHECK(j["gpu"]["name"].get<std::string>().find("null driver") != std::string::npos);
   CHECK(j["copy_bandwidth"]["gbs"].get<double>() > 0);
   CHECK(j["kernels"]["errors"].empty());
@@ -60,6 +72,28 @@ TEST_CASE("bench_gemm runs every step on the null driver and only its output che
   CHECK(j["summary"]["failed"] == 12);
   CHECK(j["summary"]["skipped"] == 0);
   CHECK(j["layer_summary"]["failed"] == 6);
+}
+
+TEST_CASE("bench_gemm on the null driver makes the CUTLASS baselines' weights and stops at cudart") {
+  TempDir dir;
+  const auto j = run_on_null_driver(dir, {"--no-layers", "--formats", "int4_g128"});
+  if (j.is_null()) return;
+  // Without a real driver cudart fails its first call; the dense rate says so.
+  CHECK(j["bf16_gemm"]["tflops"].is_null());
+  CHECK(j["bf16_gemm"]["error"].get<std::string>().find("prepare_bf16_dense") != std::string::npos);
+  REQUIRE(j["cases"].size() == 6);
+  for (const auto& c : j["cases"]) {
+    INFO(c.dump());
+    // Each baseline's weights were made in CUTLASS's layout and uploaded; its plan failed at
+    // cudart's first call, not before.
+    for (const char* name : {"cutlass_bf16_grouped", "cutlass_int4_grouped"}) {
+      const std::string error = c["baselines"][name]["error"].get<std::string>();
+      CHECK(error.find(std::string("prepare_") + (name[8] == 'b' ? "bf16" : "int4") + "_grouped") != std::string::npos);
+      CHECK(error.find("cuda") != std::string::npos);
+      CHECK_FALSE(c["baselines"][name].contains("moejit_speedup"));
+    }
+  }
+  CHECK(j["summary"]["baseline_failures"] == 1 + 6 * 2);  // the dense rate, then each baseline of each case
 }
 
 }  // TEST_SUITE

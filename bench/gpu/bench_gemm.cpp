@@ -384,7 +384,8 @@ struct BaselineSet {
 // bf16 problem is the same; only the dequantized values differ).
 using BaselineResults = std::map<std::tuple<std::string_view, Projection, std::uint32_t>, Json>;
 
-// Every baseline of case `c` on moejit's routings, each with moejit's speedup over it.
+// Every baseline of case `c` on moejit's routings, each with moejit's speedup over it (none when
+// `moejit_us` is NaN: moejit's case failed).
 Json run_baselines(DeviceLauncher& l, CUstream stream, const GemmCase& c, const quant::QuantizedWeights& block,
                    std::span<const Routing> routings, const Settings& s, double moejit_us, BaselineSet& set,
                    BaselineResults& bf16_results, int& failures, std::mt19937_64& rng) {
@@ -410,7 +411,8 @@ Json run_baselines(DeviceLauncher& l, CUstream stream, const GemmCase& c, const 
       if (b == Baseline::cutlass_bf16_grouped && !bj.contains("error")) bf16_results[key] = bj;
     }
     if (bj.contains("error")) ++failures;
-    if (bj.contains("median_us")) bj["moejit_speedup"] = bj["median_us"].get<double>() / moejit_us;
+    if (bj.contains("median_us") && std::isfinite(moejit_us))
+      bj["moejit_speedup"] = bj["median_us"].get<double>() / moejit_us;
     out[name] = bj;
   }
   return out;
@@ -640,6 +642,11 @@ int run(const Settings& s) {
         cj[budget ? "skipped" : "error"] = r.status().message();
         if (budget) ++skipped;
         else ++failed;
+        // The baselines still run when moejit's case failed (weights were made): their numbers
+        // stand on their own, without a speedup.
+        if (!budget && weights.ok() && s.baselines)
+          cj["baselines"] = run_baselines(l, st, c, weights->block, routings, s, std::nan(""), baselines,
+                                          bf16_results, baseline_failures, rng);
         if (!budget)
           std::fprintf(stderr, "  %s %s %s T=%u: %s\n", std::string(c.model->name).c_str(),
                        std::string(c.format->name).c_str(), std::string(to_string(c.projection)).c_str(), c.tokens,
