@@ -401,6 +401,23 @@ inline std::vector<GemmCase> format_matrix(const GemmFormat& f) {
   return cases;
 }
 
+// MXFP4 with one scale block per expert set to the edge byte 0x00 (2^-127), 0xFE or 0xFF
+// (NaN for its block); the rest keep their quantized scales.
+inline std::vector<GemmCase> edge_scale_cases() {
+  std::vector<GemmCase> cases;
+  for (std::uint16_t byte : {0x00, 0xfe, 0xff}) {
+    GemmCase c;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.tokens = 20;
+    c.edit = [byte](quant::QuantizedWeights& q) {
+      for (std::uint32_t e = 0; e < q.experts; ++e) q.scales[q.group_index(e, e % q.n, e % q.groups())] = byte;
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 struct MoeModel {
   const char* name;
   std::uint32_t hidden, intermediate, experts, topk;

@@ -22,6 +22,20 @@ using namespace moejit::test;
 
 namespace {
 
+// `count` standard-normal activations rounded to `dtype` (bf16 or f16) into `data`; their exact
+// values, for the reference.
+template <typename Rng>
+std::vector<double> random_activations(void* data, std::size_t count, DType dtype, Rng& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<double> exact(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const u16 h = dtype == DType::bf16 ? prim::twin::f32_to_bf16(dist(rng)) : prim::twin::f32_to_f16(dist(rng));
+    static_cast<u16*>(data)[i] = h;
+    exact[i] = dtype == DType::bf16 ? prim::twin::bf16_to_f32(h) : prim::twin::f16_to_f32(h);
+  }
+  return exact;
+}
+
 // Owned, 256-byte aligned host memory.
 struct Buffer {
   explicit Buffer(std::size_t bytes) : size(bytes), data(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)) {
@@ -169,13 +183,7 @@ TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism m
     }
   }
   Buffer hidden(T * H * 2), output(T * H * 2);
-  std::vector<double> x(T * H);
-  std::normal_distribution<float> xdist(0.0f, 1.0f);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const u16 h = prim::twin::f32_to_bf16(xdist(rng));
-    static_cast<u16*>(hidden.data)[i] = h;
-    x[i] = prim::twin::bf16_to_f32(h);
-  }
+  const std::vector<double> x = random_activations(hidden.data, T * H, DType::bf16, rng);
 
   moejit_fused_moe_args_t a;
   moejit_fused_moe_args_init(&a);
@@ -276,13 +284,7 @@ TEST_CASE("C ABI: grouped GEMM (contiguous layout) from GPTQ v2 weights matches 
   std::vector<i32> offsets = {0, 5, 5, 21, 30};  // expert 1 has no rows
   const std::int32_t M = offsets.back();
   Buffer a(M * K * 2), out(M * N * 4);
-  std::vector<double> x(M * K);
-  std::normal_distribution<float> xdist(0.0f, 1.0f);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const u16 h = prim::twin::f32_to_f16(xdist(rng));
-    static_cast<u16*>(a.data)[i] = h;
-    x[i] = prim::twin::f16_to_f32(h);
-  }
+  const std::vector<double> x = random_activations(a.data, M * K, DType::f16, rng);
   moejit_grouped_gemm_args_t g;
   moejit_grouped_gemm_args_init(&g);
   g.weights = &p->w;

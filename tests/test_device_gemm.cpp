@@ -138,18 +138,7 @@ TEST_CASE("GPU grouped GEMM: edge rows, empty experts, dropped blocks, smallest 
 TEST_CASE("GPU grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF") {
   DeviceLauncher* l = device_launcher_or_skip();
   if (l == nullptr) return;
-  std::vector<GemmCase> cases;
-  for (std::uint16_t byte : {0x00, 0xfe, 0xff}) {
-    GemmCase c;
-    c.out = DType::f32;
-    c.layout = Layout::contiguous;
-    c.tokens = 20;
-    c.edit = [byte](quant::QuantizedWeights& q) {
-      for (std::uint32_t e = 0; e < q.experts; ++e) q.scales[q.group_index(e, e % q.n, e % q.groups())] = byte;
-    };
-    cases.push_back(c);
-  }
-  run_cases(*l, cases);
+  run_cases(*l, edge_scale_cases());
 }
 
 TEST_CASE("GPU grouped GEMM: split-K over several slices is bitwise identical run to run") {

@@ -147,16 +147,5 @@ TEST_CASE("host grouped GEMM: split-K over several slices is bitwise identical r
 TEST_CASE("host grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF") {
   TempDir dir;
   auto resolver = host_resolver(dir);
-  for (std::uint16_t byte : {0x00, 0xfe, 0xff}) {
-    GemmCase c;
-    c.out = DType::f32;
-    c.layout = Layout::contiguous;
-    c.tokens = 20;
-    // One block per expert gets the edge byte; the rest keep their quantized scales.
-    c.edit = [byte](quant::QuantizedWeights& q) {
-      for (std::uint32_t e = 0; e < q.experts; ++e) q.scales[q.group_index(e, e % q.n, e % q.groups())] = byte;
-    };
-    CAPTURE(byte);
-    run_gemm_case(*resolver, c, fresh_seed());
-  }
+  for (const GemmCase& c : edge_scale_cases()) run_gemm_case(*resolver, c, fresh_seed());
 }
