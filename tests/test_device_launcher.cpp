@@ -42,8 +42,11 @@ struct FakeState {
   std::atomic<int> retains{0}, releases{0}, pushes{0}, pops{0}, loads{0}, unloads{0}, func_loads{0};
   std::atomic<int> set_attribute{0}, last_attribute_value{0}, launches_ex{0}, launches{0};
   std::atomic<int> htod{0}, dtoh{0}, dtod{0}, memsets{0}, syncs{0}, allocs{0}, frees{0}, capture_queries{0};
-  // The last launch.
+  // The last launch; its launch attributes are copied (config.attrs points into the caller's
+  // frame, which is gone by the time the test looks).
   CUlaunchConfig config{};
+  CUlaunchAttribute attrs[4]{};
+  std::atomic<int> programmatic_launches{0};
   CUfunction function = nullptr;
   void* first_arg = nullptr;
   CUcontext context_at_launch = nullptr;
@@ -153,6 +156,14 @@ CudaApi fake_api() {
   a.LaunchKernelEx = [](const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
     ++g->launches_ex;
     g->config = *config;
+    if (config->numAttrs > 4 || (config->numAttrs > 0 && config->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+      g->attrs[i] = config->attrs[i];
+      if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+          config->attrs[i].value.programmaticStreamSerializationAllowed != 0)
+        ++g->programmatic_launches;
+    }
+    g->config.attrs = nullptr;
     g->function = f;
     g->first_arg = params[0];
     g->context_at_launch = current();
@@ -567,6 +578,84 @@ TEST_CASE("without cuLaunchKernelEx the launcher uses cuLaunchKernel") {
   CHECK(l->launch(k, dims_of(k), &params, 1, nullptr).ok());
 }
 
+TEST_CASE("programmatic dependent launch passes programmatic stream serialization exactly when asked on CC 9.0+") {
+  Fake fake;
+  auto l = fake.launcher();
+  REQUIRE(l->programmatic_launch_supported());
+  TestParams params{};
+  const ResolvedKernel k = fake_kernel();
+  LaunchDims pdl = dims_of(k);
+  pdl.programmatic_dependent_launch = true;
+
+  REQUIRE(l->launch(k, pdl, &params, sizeof params, fake_stream()).ok());
+  REQUIRE(fake.state.config.numAttrs == 1);
+  CHECK(fake.state.attrs[0].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  CHECK(fake.state.attrs[0].value.programmaticStreamSerializationAllowed == 1);
+  CHECK(fake.state.programmatic_launches == 1);
+  // Everything else about the launch is as without the flag.
+  CHECK(fake.state.config.gridDimX == 3);
+  CHECK(fake.state.config.blockDimX == 128);
+  CHECK(fake.state.config.sharedMemBytes == 4096);
+  CHECK(fake.state.config.hStream == fake_stream());
+  CHECK(fake.state.first_arg == &params);
+
+  // Not asked: no attribute, also right after a launch that had one.
+  REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, fake_stream()).ok());
+  CHECK(fake.state.config.numAttrs == 0);
+  CHECK(fake.state.programmatic_launches == 1);
+  REQUIRE(l->launch(k, pdl, &params, sizeof params, nullptr).ok());
+  CHECK(fake.state.config.numAttrs == 1);
+  CHECK(fake.state.programmatic_launches == 2);
+  CHECK(fake.state.launches_ex == 3);
+}
+
+TEST_CASE("programmatic dependent launch is honoured on every CC from 9.0 and never on 8.x") {
+  const struct {
+    int major, minor;
+    Arch arch;
+    bool honoured;
+  } devices[] = {
+      {8, 0, Arch::sm_80, false},    {8, 6, Arch::sm_86, false},  {8, 7, Arch::sm_87, false},
+      {8, 9, Arch::sm_89, false},    {9, 0, Arch::sm_90a, true},  {10, 0, Arch::sm_100a, true},
+      {12, 0, Arch::sm_120a, true},  {12, 1, Arch::sm_121a, true},
+  };
+  for (const auto& d : devices) {
+    CAPTURE(d.major);
+    CAPTURE(d.minor);
+    Fake fake;
+    fake.state.cc_major = d.major;
+    fake.state.cc_minor = d.minor;
+    auto l = fake.launcher();
+    REQUIRE(l->arch() == d.arch);
+    CHECK(l->programmatic_launch_supported() == d.honoured);
+    TestParams params{};
+    const ResolvedKernel k = fake_kernel(4096, 1, d.arch);
+    LaunchDims pdl = dims_of(k);
+    pdl.programmatic_dependent_launch = true;
+    for (int i = 0; i < 2; ++i) REQUIRE(l->launch(k, pdl, &params, sizeof params, fake_stream()).ok());
+    CHECK(fake.state.launches_ex == 2);
+    CHECK(fake.state.config.numAttrs == (d.honoured ? 1u : 0u));
+    CHECK(fake.state.programmatic_launches == (d.honoured ? 2 : 0));
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, fake_stream()).ok());
+    CHECK(fake.state.config.numAttrs == 0);
+  }
+}
+
+TEST_CASE("without cuLaunchKernelEx a programmatic dependent launch is an ordinary cuLaunchKernel") {
+  CudaApi api = fake_api();
+  api.LaunchKernelEx = nullptr;
+  Fake fake(api);
+  auto l = fake.launcher();
+  CHECK_FALSE(l->programmatic_launch_supported());
+  TestParams params{};
+  const ResolvedKernel k = fake_kernel();
+  LaunchDims pdl = dims_of(k);
+  pdl.programmatic_dependent_launch = true;
+  REQUIRE(l->launch(k, pdl, &params, sizeof params, fake_stream()).ok());
+  CHECK(fake.state.launches == 1);
+  CHECK(fake.state.launches_ex == 0);
+}
+
 TEST_CASE("a first launch inside a stream capture is refused and prepare() loads the kernel before it") {
   Fake fake;
   auto l = fake.launcher();
@@ -660,6 +749,8 @@ TEST_CASE("a launch of a loaded kernel, and the memory operations, perform no he
   fake.state.param_size = sizeof params;
   const ResolvedKernel k = fake_kernel(64 * 1024);
   const LaunchDims d = dims_of(k);
+  LaunchDims pdl = d;  // the launch attribute is on the stack too
+  pdl.programmatic_dependent_launch = true;
   void* device = reinterpret_cast<void*>(std::uintptr_t{0x7f0000001000});
   std::uint32_t host[4] = {};
 
@@ -672,6 +763,7 @@ TEST_CASE("a launch of a loaded kernel, and the memory operations, perform no he
     bool all_ok = true;
     for (int i = 0; i < 10000; ++i) {
       all_ok &= l->launch(k, d, &params, sizeof params, fake_stream()).ok();
+      all_ok &= l->launch(k, pdl, &params, sizeof params, fake_stream()).ok();
       all_ok &= l->copy_to_backend(device, host, sizeof host, fake_stream()).ok();
       all_ok &= l->fill(device, 0, sizeof host, fake_stream()).ok();
     }
@@ -680,6 +772,7 @@ TEST_CASE("a launch of a loaded kernel, and the memory operations, perform no he
     CHECK(g_allocations.load() == 0);
   }
   CHECK(fake.state.loads == 2);  // the engine's context and the primary one
+  CHECK(fake.state.programmatic_launches == 2 * 10000);  // the flagged launches carried the attribute
   // The counter works: a failing launch formats its message.
   g_allocations = 0;
   t_counting = true;

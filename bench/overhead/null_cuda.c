@@ -5,7 +5,8 @@
    with no GPU. Not a test double for results: nothing a kernel would compute is computed.
 
    It exports the entry points runtime/cuda_driver binds (cuda_symbols()); events record the
-   host time; graphs are not supported. bench_gemm also runs on it (a test of its plumbing: no
+   host time; graphs are not supported; of the launch attributes, programmatic stream
+   serialization is accepted and counted. bench_gemm also runs on it (a test of its plumbing: no
    kernel computes anything, so every output check fails as it must). */
 
 #include <cuda.h>
@@ -20,6 +21,7 @@ static int g_stream;
 static _Thread_local CUcontext t_stack[16];
 static _Thread_local int t_depth;
 static unsigned long long g_launches;
+static unsigned long long g_programmatic_launches;
 
 CUresult cuGetErrorName(CUresult error, const char** name) {
   *name = error == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_NOT_SUPPORTED";
@@ -116,9 +118,19 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   ++g_launches;
   return CUDA_SUCCESS;
 }
+/* Launch attributes: programmatic stream serialization (programmatic dependent launch) is
+   accepted and counted; any other attribute is refused, so a caller that starts passing one
+   finds out here rather than in a benchmark that silently ignores it. */
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  (void)config, (void)f, (void)params, (void)extra;
+  (void)f, (void)params, (void)extra;
+  if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  int programmatic = 0;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) return CUDA_ERROR_NOT_SUPPORTED;
+    programmatic = config->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+  }
   ++g_launches;
+  g_programmatic_launches += (unsigned long long)programmatic;
   return CUDA_SUCCESS;
 }
 
@@ -203,5 +215,7 @@ CUresult cuGraphLaunch(CUgraphExec e, CUstream s) { (void)e, (void)s; return CUD
 CUresult cuGraphExecDestroy(CUgraphExec e) { (void)e; return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult cuGraphDestroy(CUgraph g) { (void)g; return CUDA_ERROR_NOT_SUPPORTED; }
 
-/* For the benchmark: launches the driver was asked for. */
+/* For the benchmark: launches the driver was asked for, and those of them that allowed
+   programmatic stream serialization. */
 unsigned long long moejit_null_cuda_launches(void) { return g_launches; }
+unsigned long long moejit_null_cuda_programmatic_launches(void) { return g_programmatic_launches; }

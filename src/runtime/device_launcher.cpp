@@ -320,11 +320,22 @@ Status DeviceLauncher::launch(const ResolvedKernel& kernel, const LaunchDims& di
     config.blockDimZ = dims.block[2];
     config.sharedMemBytes = dims.dynamic_shared_bytes;
     config.hStream = static_cast<CUstream>(stream);
-    config.attrs = nullptr;
-    config.numAttrs = 0;
+    // Launch attributes live on the stack: the hot path allocates nothing.
+    CUlaunchAttribute attrs[1] = {};
+    unsigned num_attrs = 0;
+    if (dims.programmatic_dependent_launch && programmatic_launch_supported()) {
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[num_attrs].value.programmaticStreamSerializationAllowed = 1;
+      ++num_attrs;
+    }
+    config.attrs = num_attrs != 0 ? attrs : nullptr;
+    config.numAttrs = num_attrs;
     r = api.LaunchKernelEx(&config, f->function, args, nullptr);
     call = "cuLaunchKernelEx";
   } else {
+    // No cuLaunchKernelEx (a driver before 11.8): no launch attributes, so a programmatic
+    // dependent launch is an ordinary one, which is correct for any kernel (its
+    // grid_dependency_wait() returns at once).
     r = api.LaunchKernel(f->function, dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0], dims.block[1],
                          dims.block[2], dims.dynamic_shared_bytes, static_cast<CUstream>(stream), args, nullptr);
     call = "cuLaunchKernel";

@@ -17,9 +17,12 @@
 // Hot path. Once a kernel is loaded in a context, launch() validates its arguments (integer
 // compares), reads the current context, finds the function under a shared lock (one hash probe)
 // and calls cuLaunchKernelEx: no heap allocation, no formatting (only a failure formats its
-// message), no host synchronization; it may be captured into a CUDA graph. The first launch of a
-// kernel in a context loads the module; if the stream is being captured then, the launch is an
-// error (loading a module is not capture-safe): call prepare() before the capture.
+// message), no host synchronization; it may be captured into a CUDA graph. A launch with
+// LaunchDims::programmatic_dependent_launch on a device of compute capability 9.0 or newer
+// passes the attribute CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (from an array on
+// the stack); on older devices the flag is dropped and the launch is an ordinary one. The first
+// launch of a kernel in a context loads the module; if the stream is being captured then, the
+// launch is an error (loading a module is not capture-safe): call prepare() before the capture.
 // tests/test_device_launcher.cpp runs all of this against a stand-in driver table, and in
 // AddressSanitizer builds counts the heap allocations of 10^4 launches and memory operations of
 // a loaded kernel (zero); bench_gemm replays launches from CUDA graphs on a GPU.
@@ -70,7 +73,13 @@ class DeviceLauncher final : public Launcher {
 
   Backend backend() const override { return Backend::device; }
   Arch arch() const override { return info_.arch; }
+  std::uint32_t sm_count() const override { return static_cast<std::uint32_t>(info_.multiprocessors > 0 ? info_.multiprocessors : 1); }
   const DeviceInfo& info() const { return info_; }
+  // Whether LaunchDims::programmatic_dependent_launch is honoured: compute capability 9.0 or
+  // newer and a driver with cuLaunchKernelEx; otherwise such launches are ordinary ones.
+  bool programmatic_launch_supported() const {
+    return info_.cc_major >= 9 && driver_->api().LaunchKernelEx != nullptr;
+  }
   const CudaDriver& driver() const { return *driver_; }
 
   // `stream` is a CUstream of this device (null: the legacy default stream).

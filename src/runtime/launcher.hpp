@@ -19,6 +19,15 @@ struct LaunchDims {
   std::uint32_t grid[3] = {1, 1, 1};
   std::uint32_t block[3] = {1, 1, 1};
   std::uint32_t dynamic_shared_bytes = 0;
+  // Programmatic dependent launch: the kernel may start before the previous kernel in the stream
+  // has finished (templates/common/grid_dependency.cuh). Set it only for kernels that call
+  // prim::grid_dependency_wait() before reading anything an earlier kernel wrote and before
+  // writing anything an earlier kernel may still read, on every path (otherwise the kernel reads
+  // stale data or breaks the ordering of the kernels after it). Honoured on devices of compute
+  // capability 9.0 and newer (the launch attribute PROGRAMMATIC_STREAM_SERIALIZATION); ignored
+  // on older devices and by the host backend, where launches are serialized as usual, which is
+  // always correct for such a kernel.
+  bool programmatic_dependent_launch = false;
 };
 
 class Launcher {
@@ -28,6 +37,9 @@ class Launcher {
   virtual Backend backend() const = 0;
   // The architecture specs for this launcher are built for (the device's, for the device).
   virtual Arch arch() const = 0;
+  // Streaming multiprocessors the tile heuristic fills: the device's; for the host backend,
+  // those of the default device of its arch (so both backends pick the same kernels).
+  virtual std::uint32_t sm_count() const = 0;
 
   // Runs `kernel` (resolved for backend()) with its by-value params struct on `stream`
   // (a CUstream for the device, ignored by the host, which runs synchronously).

@@ -10,24 +10,26 @@ namespace {
 constexpr std::uint32_t kSmem163K = 166912;
 constexpr std::uint32_t kSmem99K = 101376;
 constexpr std::uint32_t kSmem227K = 232448;
+// Per SM (the configurable maximum of the same table); 1 KB of it is reserved per block.
+constexpr std::uint32_t kSm164K = 167936, kSm100K = 102400, kSm228K = 233472;
 
 constexpr std::array kArchs = {
-    ArchInfo{Arch::sm_80, "sm_80", 80, false, kSmem163K},
-    ArchInfo{Arch::sm_86, "sm_86", 86, false, kSmem99K},
-    ArchInfo{Arch::sm_87, "sm_87", 87, false, kSmem163K},
-    ArchInfo{Arch::sm_89, "sm_89", 89, false, kSmem99K},
-    ArchInfo{Arch::sm_90, "sm_90", 90, false, kSmem227K},
-    ArchInfo{Arch::sm_90a, "sm_90a", 90, true, kSmem227K},
-    ArchInfo{Arch::sm_100, "sm_100", 100, false, kSmem227K},
-    ArchInfo{Arch::sm_100a, "sm_100a", 100, true, kSmem227K},
-    ArchInfo{Arch::sm_103, "sm_103", 103, false, kSmem227K},
-    ArchInfo{Arch::sm_103a, "sm_103a", 103, true, kSmem227K},
-    ArchInfo{Arch::sm_110, "sm_110", 110, false, kSmem227K},
-    ArchInfo{Arch::sm_110a, "sm_110a", 110, true, kSmem227K},
-    ArchInfo{Arch::sm_120, "sm_120", 120, false, kSmem99K},
-    ArchInfo{Arch::sm_120a, "sm_120a", 120, true, kSmem99K},
-    ArchInfo{Arch::sm_121, "sm_121", 121, false, kSmem99K},
-    ArchInfo{Arch::sm_121a, "sm_121a", 121, true, kSmem99K},
+    ArchInfo{Arch::sm_80, "sm_80", 80, false, kSmem163K, kSm164K, 2048},
+    ArchInfo{Arch::sm_86, "sm_86", 86, false, kSmem99K, kSm100K, 1536},
+    ArchInfo{Arch::sm_87, "sm_87", 87, false, kSmem163K, kSm164K, 2048},
+    ArchInfo{Arch::sm_89, "sm_89", 89, false, kSmem99K, kSm100K, 1536},
+    ArchInfo{Arch::sm_90, "sm_90", 90, false, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_90a, "sm_90a", 90, true, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_100, "sm_100", 100, false, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_100a, "sm_100a", 100, true, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_103, "sm_103", 103, false, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_103a, "sm_103a", 103, true, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_110, "sm_110", 110, false, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_110a, "sm_110a", 110, true, kSmem227K, kSm228K, 2048},
+    ArchInfo{Arch::sm_120, "sm_120", 120, false, kSmem99K, kSm100K, 1536},
+    ArchInfo{Arch::sm_120a, "sm_120a", 120, true, kSmem99K, kSm100K, 1536},
+    ArchInfo{Arch::sm_121, "sm_121", 121, false, kSmem99K, kSm100K, 1536},
+    ArchInfo{Arch::sm_121a, "sm_121a", 121, true, kSmem99K, kSm100K, 1536},
 };
 
 using namespace std::string_view_literals;

@@ -16,6 +16,8 @@ struct ArchInfo {
   int sm;                                // 90
   bool arch_specific;                    // the `a` form
   std::uint32_t max_shared_per_block;    // bytes of shared memory one block may opt in to
+  std::uint32_t shared_per_sm;           // bytes of shared memory an SM gives its resident blocks
+  std::uint32_t max_threads_per_sm;
 };
 
 // Precondition: arch != Arch::none.

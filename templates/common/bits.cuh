@@ -1,6 +1,7 @@
 #pragma once
 // Bit manipulation. PTX ISA: lop3.b32 d, a, b, c, immLut (any function of three inputs, the
-// table being F(0xF0, 0xCC, 0xAA)); prmt.b32 d, a, b, c (byte permute, default mode).
+// table being F(0xF0, 0xCC, 0xAA)); prmt.b32 d, a, b, c (byte permute, default mode);
+// shf.r.wrap.b32 d, a, b, c (funnel shift right of {b, a} by c mod 32: with a == b, a rotation).
 
 #include "common/platform.cuh"
 
@@ -32,6 +33,12 @@ constexpr u32 prmt(u32 a, u32 b, u32 c) {
   return d;
 }
 
+// Rotation right by n mod 32.
+constexpr u32 rotr(u32 x, u32 n) {
+  n %= 32;
+  return n == 0 ? x : (x >> n) | (x << (32 - n));
+}
+
 }  // namespace twin
 
 #if MOEJIT_TARGET_DEVICE
@@ -49,11 +56,18 @@ MOEJIT_DEVICE u32 prmt(u32 a, u32 b, u32 selector) {
   return d;
 }
 
+MOEJIT_DEVICE u32 rotr(u32 x, u32 n) {
+  u32 d;
+  asm("shf.r.wrap.b32 %0, %1, %1, %2;" : "=r"(d) : "r"(x), "r"(n));
+  return d;
+}
+
 #else
 
 template <u32 kLut>
 MOEJIT_DEVICE u32 lop3(u32 a, u32 b, u32 c) { return twin::lop3(a, b, c, kLut); }
 MOEJIT_DEVICE u32 prmt(u32 a, u32 b, u32 selector) { return twin::prmt(a, b, selector); }
+MOEJIT_DEVICE u32 rotr(u32 x, u32 n) { return twin::rotr(x, n); }
 
 #endif
 

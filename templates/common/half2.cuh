@@ -63,4 +63,10 @@ MOEJIT_DEVICE u32 fma_bf16x2(u32 a, u32 b, u32 c) { return twin::fma_bf16x2(a, b
 MOEJIT_DEVICE u32 fma_f16x2(u32 a, u32 b, u32 c) { return twin::fma_f16x2(a, b, c); }
 #endif
 
+// a * b rounded once: an fma adding -0, which leaves every product (+0 and -0 included)
+// unchanged; the compiler emits it as a plain packed multiply (HMUL2).
+inline constexpr u32 kNegativeZeroX2 = 0x80008000u;
+MOEJIT_DEVICE u32 mul_bf16x2(u32 a, u32 b) { return fma_bf16x2(a, b, kNegativeZeroX2); }
+MOEJIT_DEVICE u32 mul_f16x2(u32 a, u32 b) { return fma_f16x2(a, b, kNegativeZeroX2); }
+
 }  // namespace moejit::prim

@@ -11,11 +11,14 @@
 #define MOEJIT_DEVICE __device__ __forceinline__
 #define MOEJIT_GLOBAL __global__
 #define MOEJIT_LAUNCH_BOUNDS(threads) __launch_bounds__(threads)
+// Unrolls the loop that follows completely (its trip count is a compile-time constant).
+#define MOEJIT_UNROLL _Pragma("unroll")
 #else
 #define MOEJIT_TARGET_HOST 1
 #define MOEJIT_DEVICE inline
 #define MOEJIT_GLOBAL
 #define MOEJIT_LAUNCH_BOUNDS(threads)
+#define MOEJIT_UNROLL
 #include "common/host_runtime.cuh"
 #endif
 
