@@ -172,7 +172,7 @@ inline double run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const
   const std::size_t out_bytes = static_cast<std::size_t>(c.tokens) * H * (c.out == DType::f32 ? 4 : 2);
   std::vector<unsigned char> poison(out_bytes, 0xff);
   r.output = upload(launcher, memory, poison.data(), out_bytes);
-  auto workspace = dispatch::fused_moe_workspace(r, launcher.arch());
+  auto workspace = dispatch::fused_moe_workspace(r, launcher.arch(), launcher.sm_count());
   REQUIRE_MESSAGE(workspace.ok(), workspace.status().message());
   r.workspace_bytes = *workspace;
   r.workspace = memory.allocate(*workspace);

@@ -28,6 +28,7 @@
 #include "runtime/device_buffer.hpp"
 #include "runtime/host_launcher.hpp"
 #include "spec/spec_fields.hpp"
+#include "spec/device_profiles.hpp"
 #include "spec/spec_json.hpp"
 #include "test_support.hpp"
 #include "align_reference.hpp"
@@ -288,6 +289,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   p.lda = lda;
   p.b = memory.upload(packed->qweight);
   p.b_scales = memory.upload(packed->scales);
+  if (c.weight == WeightFormat::mxfp4) p.b_scale_ranges = mxfp4_scale_ranges(p.b_scales, packed->experts, c.n, c.k);
   p.b_zeros = packed->zeros.empty() ? nullptr : memory.upload(packed->zeros);
   p.bias = packed->bias.empty() ? nullptr : memory.upload(packed->bias);
   p.c = c_backend;
@@ -418,6 +420,54 @@ inline std::vector<GemmCase> edge_scale_cases() {
   return cases;
 }
 
+// MXFP4 with one edge scale byte (0x00 = 2^-127, 0x01, 0xFE = 2^127, 0xFF = NaN) per expert, at
+// every column position of a 32-column strip: expert e sets column e of strip e % 4, group
+// e % groups (32 experts cover the 32 positions, every k32 tile of a stage among them). Such
+// experts take the accumulator path (their bytes span too many binades for the fragment path).
+inline std::vector<GemmCase> edge_scale_lane_cases() {
+  std::vector<GemmCase> cases;
+  for (std::uint16_t byte : {0x00, 0x01, 0xfe, 0xff}) {
+    GemmCase c;
+    c.out = DType::f32;
+    c.experts = 32;
+    c.tokens = 48;  // 8 pairs per token: every expert gets rows
+    c.topk = 8;
+    c.n = 128;
+    c.k = 256;
+    c.edit = [byte](quant::QuantizedWeights& q) {
+      for (std::uint32_t e = 0; e < q.experts; ++e)
+        q.scales[q.group_index(e, 32 * (e % (q.n / 32)) + e, e % q.groups())] = byte;
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// MXFP4 experts whose every scale byte lies in a narrow window near the top or the bottom of
+// the E8M0 range (within the fragment path's span): the fragment path with its extreme offsets.
+// Random bytes per block, so outputs stay finite (and normal) in f32.
+inline std::vector<GemmCase> extreme_window_cases() {
+  std::vector<GemmCase> cases;
+  for (DType act : {DType::bf16, DType::f16})
+    for (std::uint16_t low : {0x05, 0x30, 0xa0}) {
+      const std::uint16_t span = act == DType::bf16 ? 64 : 14;
+      GemmCase c;
+      c.act = act;
+      c.out = DType::f32;
+      c.layout = Layout::contiguous;
+      c.tokens = 24;
+      c.edit = [low, span](quant::QuantizedWeights& q) {
+        std::uint32_t x = 12345;
+        for (auto& sc : q.scales) {
+          x = x * 1103515245u + 12345u;
+          sc = static_cast<std::uint16_t>(low + (x >> 16) % (span + 1));
+        }
+      };
+      cases.push_back(c);
+    }
+  return cases;
+}
+
 struct MoeModel {
   const char* name;
   std::uint32_t hidden, intermediate, experts, topk;
@@ -429,7 +479,7 @@ inline constexpr MoeModel kGptOssModel{"gpt-oss-120b", 2880, 2880, 128, 4};
 
 // The gate/up and down projections of one layer of `model` for `tokens` tokens whose pairs all
 // go to `touched` experts (only those get weights; each sees tokens x topk / touched rows, and
-// the tile is the one the heuristic picks for that on `arch`).
+// the tile and split are the ones the planner picks for that on `arch`'s default device).
 inline std::pair<GemmCase, GemmCase> model_layer_cases(const MoeModel& model, const GemmFormat& f, Epilogue act,
                                                        std::int32_t tokens, std::uint32_t touched, Arch arch) {
   GemmCase up;
@@ -446,13 +496,28 @@ inline std::pair<GemmCase, GemmCase> model_layer_cases(const MoeModel& model, co
   up.touched_experts = touched;
   up.tokens = tokens;
   up.topk = model.topk;
-  up.tile = dispatch::pick_gemm_tile(arch, static_cast<std::uint32_t>(tokens) * model.topk / touched);
   up.bias = f.weight == WeightFormat::mxfp4 && act == Epilogue::swiglu_oai;  // gpt-oss has biases
   GemmCase down = up;
   down.epilogue = Epilogue::topk_weight;
   down.n = model.hidden;
   down.k = model.intermediate;
   down.a_per_pair = true;
+  const double rows = static_cast<double>(tokens) * model.topk / touched;
+  const std::uint16_t bm = dispatch::pick_block_rows(rows);
+  const auto profile = default_device_profile(arch);
+  for (GemmCase* c : {&up, &down}) {
+    dispatch::GemmWork work;
+    work.n = c->n;
+    work.k = c->k;
+    work.group_size = c->group;
+    work.weight = c->weight;
+    work.scale = c->scale;
+    work.busy_experts = touched;
+    work.rows_per_expert = rows;
+    const dispatch::GemmPlan plan = dispatch::plan_gemm(work, bm, arch, profile ? profile->sms : kFallbackSms);
+    c->tile = plan.tile;
+    c->split_k = plan.split_k;
+  }
   return {up, down};
 }
 

@@ -57,7 +57,7 @@ struct Context {
     o.cache_dir = cache.c_str();
     o.usage_manifest = manifest;
     o.frozen = frozen;
-    REQUIRE_MESSAGE(moejit_context_create(&o, &ctx) == MOEJIT_OK, moejit_last_error());
+    REQUIRE_MESSAGE(moejit_context_create(&o, &ctx) == MOEJIT_OK, std::string(moejit_last_error()));
   }
   ~Context() { moejit_context_destroy(ctx); }
   std::string cache;
@@ -72,7 +72,7 @@ struct Packed {
 
 std::unique_ptr<Packed> pack(moejit_context_t ctx, moejit_weights_desc_t d) {
   moejit_packed_sizes_t sizes;
-  REQUIRE_MESSAGE(moejit_packed_weights_size(ctx, &d, &sizes) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_packed_weights_size(ctx, &d, &sizes) == MOEJIT_OK, std::string(moejit_last_error()));
   auto p = std::make_unique<Packed>();
   moejit_packed_weights_init(&p->w);
   p->q = std::make_unique<Buffer>(sizes.qweight_bytes);
@@ -91,7 +91,7 @@ std::unique_ptr<Packed> pack(moejit_context_t ctx, moejit_weights_desc_t d) {
     p->w.bias = static_cast<float*>(p->b->data);
     p->w.bias_bytes = sizes.bias_bytes;
   }
-  REQUIRE_MESSAGE(moejit_pack_weights(ctx, &d, &p->w, nullptr) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_pack_weights(ctx, &d, &p->w, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
   return p;
 }
 
@@ -199,11 +199,11 @@ TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism m
   a.expert_map = map.data();
   a.output = output.data;
   std::uint64_t bytes = 0;
-  REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, std::string(moejit_last_error()));
   Buffer workspace(bytes);
   a.workspace = workspace.data;
   a.workspace_bytes = bytes;
-  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
 
   // Reference: pairs of experts this rank does not hold contribute nothing.
   std::vector<double> want(T * H, 0.0), got(T * H);
@@ -300,7 +300,7 @@ TEST_CASE("C ABI: grouped GEMM (contiguous layout) from GPTQ v2 weights matches 
   std::uint64_t ws = 1;
   REQUIRE(moejit_grouped_gemm_workspace_size(c.ctx, &g, &ws) == MOEJIT_OK);
   CHECK(ws == 0);
-  REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
 
   quant::ReferenceProblem ref;
   ref.layout = Layout::contiguous;
@@ -373,7 +373,7 @@ TEST_CASE("C ABI: bad input gives a status and a message naming the argument") {
   a.output = output.data;
   a.workspace = workspace.data;
   a.workspace_bytes = workspace.size;
-  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
   CHECK(std::string(moejit_last_error()).empty());
 
   moejit_fused_moe_args_t b = a;
@@ -463,7 +463,7 @@ TEST_CASE("C ABI: warm-up compiles a model's kernels for named architectures wit
     p->last_done = done;
     CHECK(std::string(what).find("\"op\"") != std::string::npos);
   };
-  REQUIRE_MESSAGE(moejit_warmup(c.ctx, &m, archs, 2, on_progress, &progress) == MOEJIT_OK, moejit_last_error());
+  REQUIRE_MESSAGE(moejit_warmup(c.ctx, &m, archs, 2, on_progress, &progress) == MOEJIT_OK, std::string(moejit_last_error()));
   // Per arch: 4 tiles reachable at 1024 tokens x 4 / 16 experts = 256 rows per expert, each
   // with its align and both GEMMs, plus one reduce.
   CHECK(progress.total == 2 * (4 * 3 + 1));
@@ -487,7 +487,8 @@ TEST_CASE("C ABI: warm-up compiles a model's kernels for named architectures wit
     CHECK(moejit_warmup(c.ctx, &m, nullptr, 0, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(moejit_last_error()).find("name the architectures") != std::string::npos);
     // ... and launches say why they cannot run.
-    Buffer q(16 * 64 * 64 / 2), s(16 * 2 * 64), a(64 * 2), out(64 * 2);
+    // MXFP4 scales: E x K/32 x N bytes, then one u32 per expert (the scale ranges).
+    Buffer q(16 * 64 * 64 / 2), s(16 * 2 * 64 + 16 * 4), a(64 * 2), out(64 * 2);
     moejit_packed_weights_t w;
     moejit_packed_weights_init(&w);
     w.format = MOEJIT_WEIGHT_MXFP4;

@@ -54,8 +54,8 @@ TEST_CASE("every grouped GEMM tile configuration compiles on every target with n
   REQUIRE(r.ok());
   std::vector<std::pair<KernelSpec, std::future<Result<Resolution>>>> jobs;
   for (Arch arch : default_target_archs())
-    for (const auto& tile : dispatch::gemm_tile_configs(arch))
-      for (const KernelSpec& corner : format_corners(arch)) {
+    for (const KernelSpec& corner : format_corners(arch))
+      for (const auto& tile : dispatch::gemm_tile_configs(arch, corner.k, corner.weight, corner.scale, corner.group_size)) {
         KernelSpec spec = dispatch::with_tile(corner, tile);
         jobs.emplace_back(spec, (*r)->resolve_async(spec));
       }

@@ -1,6 +1,8 @@
 // The grouped GEMM's in-register dequantization (templates/gemm/dequant.cuh) on the host: every
-// nibble of a packed word lands in the B-fragment position the packed layout promises, with the
-// value of its code.
+// element of a packed word lands in the B-fragment position the packed layout promises, with the
+// value of its code; the fragment scale operands reproduce 2^(s - 127) exactly over the range
+// the kernel uses them for. The bit positions below are written out from the contract in
+// templates/README.md, not taken from the header's helpers.
 
 #include <doctest/doctest.h>
 
@@ -14,74 +16,158 @@ using namespace moejit;
 
 namespace {
 
-constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+constexpr double kE2M1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
 
-float half_value(gemm::Half h, u32 reg, u32 which) {
+double half_value(gemm::Half h, u32 reg, u32 which) {
   const u16 bits = static_cast<u16>(reg >> (16 * which));
   return h == gemm::Half::bf16 ? prim::twin::bf16_to_f32(bits) : prim::twin::f16_to_f32(bits);
 }
 
-// Fragment element e (0..7) of the dequantized registers: step e / 4, register (e / 2) % 2,
-// half e % 2, i.e. out[2 * (e / 4) + (e / 2) % 2], half e % 2.
-float fragment_element(gemm::Half h, const u32 (&out)[4], u32 e) {
-  return half_value(h, out[2 * (e / 4) + (e / 2) % 2], e % 2);
-}
+// Fragment element e (0..7) of the registers: step e / 4, register (e / 2) % 2, half e % 2,
+// i.e. out[e / 2], half e % 2.
+double fragment_element(gemm::Half h, const u32 (&out)[4], u32 e) { return half_value(h, out[e / 2], e % 2); }
 
 // k offset within the tile of fragment element e for lane (., t): as mma's B fragment says.
 u32 fragment_k(u32 lane, u32 e) { return 16 * (e / 4) + 8 * ((e / 2) % 2) + 2 * (lane % 4) + e % 2; }
 
+// int4: element e is nibble (e / 2) + 4 (e % 2).
+constexpr u32 kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+// E2M1: the word bits of element e's M, E0, E1 and sign (templates/README.md).
+constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 18}, {25, 26, 27, 2},
+                                 {12, 13, 14, 21}, {28, 29, 30, 5},  {3, 4, 0, 1},    {19, 20, 16, 17}};
+
+u32 spread(u32 byte) { return byte | byte << 16; }
+
 }  // namespace
+
+TEST_CASE("the E2M1 bit table of the contract is the one the packer and kernel use") {
+  for (u32 e = 0; e < 8; ++e)
+    for (u32 b = 0; b < 4; ++b) CHECK(e2m1_word_bit(e, b) == kE2m1Bits[e][b]);
+  for (u32 e = 0; e < 8; ++e) CHECK(int4_nibble_of_element(e) == kInt4Nibble[e]);
+}
 
 TEST_CASE("int4 words dequantize to q - z in the promised fragment positions") {
   std::mt19937 rng(std::random_device{}());
   for (gemm::Half h : {gemm::Half::bf16, gemm::Half::f16}) {
     for (int rep = 0; rep < 2000; ++rep) {
       const u32 lane = rng() % 32, zero = rng() % 16;
-      // Codes by k offset, placed in nibbles the way a packer must place them.
       u32 code_at_k[32] = {};
       u32 word = 0;
-      for (u32 p = 0; p < 8; ++p) {
+      for (u32 e = 0; e < 8; ++e) {
         const u32 code = rng() % 16;
-        word |= code << (4 * p);
-        code_at_k[packed_k_of_nibble(NibbleOrder::int4_pairs_p_p4, lane, p)] = code;
+        word |= code << (4 * kInt4Nibble[e]);
+        code_at_k[fragment_k(lane, e)] = code;
       }
       u32 out[4];
-      if (h == gemm::Half::bf16) gemm::dequant_int4<gemm::Half::bf16>(word, zero, out);
-      else gemm::dequant_int4<gemm::Half::f16>(word, zero, out);
+      if (h == gemm::Half::bf16)
+        gemm::int4_registers<gemm::Half::bf16>(word, gemm::int4_offsets<gemm::Half::bf16>(spread(zero)), out);
+      else
+        gemm::int4_registers<gemm::Half::f16>(word, gemm::int4_offsets<gemm::Half::f16>(spread(zero)), out);
       for (u32 e = 0; e < 8; ++e) {
         CAPTURE(e);
-        CHECK(fragment_element(h, out, e) ==
-              static_cast<float>(static_cast<int>(code_at_k[fragment_k(lane, e)]) - static_cast<int>(zero)));
+        CHECK(fragment_element(h, out, e) == static_cast<int>(code_at_k[fragment_k(lane, e)]) - static_cast<int>(zero));
       }
     }
   }
 }
 
-TEST_CASE("E2M1 words dequantize to their values, signs included, in the promised positions") {
+TEST_CASE("E2M1 words give their values times 2^-126 (bf16) or 2^-14 (f16), signs included, in place") {
   std::mt19937 rng(std::random_device{}());
   for (gemm::Half h : {gemm::Half::bf16, gemm::Half::f16}) {
+    const int shift = h == gemm::Half::bf16 ? 126 : 14;
     for (int rep = 0; rep < 2000; ++rep) {
       const u32 lane = rng() % 32;
       u32 code_at_k[32] = {};
       u32 word = 0;
-      for (u32 p = 0; p < 8; ++p) {
+      for (u32 e = 0; e < 8; ++e) {
         const u32 code = rng() % 16;
-        word |= code << (4 * p);
-        code_at_k[packed_k_of_nibble(NibbleOrder::e2m1_pairs_2q, lane, p)] = code;
+        for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << kE2m1Bits[e][b];
+        code_at_k[fragment_k(lane, e)] = code;
       }
-      u32 out[4];
-      if (h == gemm::Half::bf16) gemm::dequant_e2m1<gemm::Half::bf16>(word, out);
-      else gemm::dequant_e2m1<gemm::Half::f16>(word, out);
+      u32 raw[4];
+      if (h == gemm::Half::bf16) gemm::e2m1_registers<gemm::Half::bf16>(word, raw);
+      else gemm::e2m1_registers<gemm::Half::f16>(word, raw);
       for (u32 e = 0; e < 8; ++e) {
         const u32 code = code_at_k[fragment_k(lane, e)];
-        const float expected = (code & 8 ? -1.0f : 1.0f) * kE2M1[code & 7];
-        const float got = fragment_element(h, out, e);
+        const double expected = (code & 8 ? -1.0 : 1.0) * kE2M1[code & 7];
+        const double got = std::ldexp(fragment_element(h, raw, e), shift);
         CAPTURE(code);
         CHECK(got == expected);
         CHECK(std::signbit(got) == ((code & 8) != 0));  // -0 stays -0
       }
     }
   }
+}
+
+TEST_CASE("fragment scale operands give w * 2^(s-127) exactly for every byte of an exact expert range") {
+  // For every expert range the kernel accepts and every byte s in it, every E2M1 value times
+  // its scale comes out of one packed multiply exactly, up to the expert's f32 offset.
+  for (gemm::Half h : {gemm::Half::bf16, gemm::Half::f16}) {
+    const u32 span = h == gemm::Half::bf16 ? 64 : 14;
+    for (u32 largest = 0; largest < 256; ++largest)
+      for (u32 smallest : {largest >= span ? largest - span : 0u, largest / 2, largest}) {
+        const gemm::ExpertScaleRange range{smallest, largest};
+        const bool exact =
+            h == gemm::Half::bf16 ? gemm::fragment_scales_exact<gemm::Half::bf16>(range) : gemm::fragment_scales_exact<gemm::Half::f16>(range);
+        CAPTURE(largest);
+        CAPTURE(smallest);
+        CHECK(exact == (largest < 255 && largest >= 2 && largest - smallest <= span));
+        if (!exact) continue;
+        const u32 addend = h == gemm::Half::bf16 ? gemm::fragment_scale_addend<gemm::Half::bf16>(range)
+                                                 : gemm::fragment_scale_addend<gemm::Half::f16>(range);
+        const double offset = gemm::fragment_scale_offset(range);
+        CHECK(offset == std::ldexp(1.0, static_cast<int>(largest) - 128));
+        for (u32 s = smallest; s <= largest; ++s)
+          for (u32 code = 0; code < 16; ++code) {
+            // The raw register of this code in both halves, then the multiply.
+            u32 word = 0;
+            for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << kE2m1Bits[0][b] | ((code >> b) & 1u) << kE2m1Bits[1][b];
+            u32 raw[4];
+            u32 operand, product;
+            if (h == gemm::Half::bf16) {
+              gemm::e2m1_registers<gemm::Half::bf16>(word, raw);
+              operand = gemm::fragment_scale<gemm::Half::bf16>(spread(s), addend);
+              product = prim::mul_bf16x2(raw[0], operand);
+            } else {
+              gemm::e2m1_registers<gemm::Half::f16>(word, raw);
+              operand = gemm::fragment_scale<gemm::Half::f16>(spread(s), addend);
+              product = prim::mul_f16x2(raw[0], operand);
+            }
+            const double expected = (code & 8 ? -1.0 : 1.0) * kE2M1[code & 7] * std::ldexp(1.0, static_cast<int>(s) - 127);
+            CAPTURE(s);
+            CAPTURE(code);
+            CHECK(half_value(h, product, 0) * offset == expected);
+            CHECK(half_value(h, product, 1) * offset == expected);
+          }
+      }
+  }
+}
+
+TEST_CASE("the accumulator path's operand restores exact E2M1 values") {
+  for (gemm::Half h : {gemm::Half::bf16, gemm::Half::f16})
+    for (u32 code = 0; code < 16; ++code) {
+      u32 word = 0;
+      for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << kE2m1Bits[0][b];
+      u32 raw[4];
+      u32 value;
+      if (h == gemm::Half::bf16) {
+        gemm::e2m1_registers<gemm::Half::bf16>(word, raw);
+        value = prim::mul_bf16x2(raw[0], gemm::kE2m1Unscale<gemm::Half::bf16>);
+      } else {
+        gemm::e2m1_registers<gemm::Half::f16>(word, raw);
+        value = prim::mul_f16x2(raw[0], gemm::kE2m1Unscale<gemm::Half::f16>);
+      }
+      CHECK(half_value(h, value, 0) == (code & 8 ? -1.0 : 1.0) * kE2M1[code & 7]);
+    }
+}
+
+TEST_CASE("spread_byte puts byte w of a word into bytes 0 and 2") {
+  const u32 bytes = 0xa1b2c3d4u;
+  CHECK(gemm::spread_byte(bytes, 0) == 0x00d400d4u);
+  CHECK(gemm::spread_byte(bytes, 1) == 0x00c300c3u);
+  CHECK(gemm::spread_byte(bytes, 2) == 0x00b200b2u);
+  CHECK(gemm::spread_byte(bytes, 3) == 0x00a100a1u);
 }
 
 TEST_CASE("E8M0 scales: 0x00 is 2^-127, 0xFE is 2^127, 0xFF is NaN") {

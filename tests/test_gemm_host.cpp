@@ -56,15 +56,16 @@ TEST_CASE("host grouped GEMM: int4 group sizes 32 64 128 and per-channel with bf
       }
 }
 
-TEST_CASE("host grouped GEMM: every tile configuration with N and K not multiples of the tile") {
+TEST_CASE("host grouped GEMM: every tile configuration the planner can pick, N not a multiple of the tile") {
   TempDir dir;
   auto resolver = host_resolver(dir);
-  for (const auto& tile : dispatch::gemm_tile_configs(Arch::sm_90a)) {
-    for (auto [n, k] : {std::pair{96u, 96u}, std::pair{160u, 224u}}) {
+  // K 96, 192, 384: the planner's k stages are 32, 64 and 128 deep (the largest dividing K).
+  for (auto [n, k] : {std::pair{96u, 96u}, std::pair{160u, 192u}, std::pair{288u, 384u}}) {
+    for (const auto& tile : dispatch::gemm_tile_configs(Arch::sm_90a, k, WeightFormat::mxfp4, DType::e8m0, 32)) {
       GemmCase c;
       c.tile = tile;
       c.n = n;  // 96: three 32-column strips of a 128-column tile
-      c.k = k;  // 96, 224: the last 64-deep stage holds one k32 tile
+      c.k = k;
       c.tokens = static_cast<std::int32_t>(tile.bm) + 5;  // crosses a tile boundary
       c.topk = 2;
       run_gemm_case(*resolver, c, fresh_seed());
@@ -73,7 +74,6 @@ TEST_CASE("host grouped GEMM: every tile configuration with N and K not multiple
       c.group = 32;
       c.layout = Layout::masked;
       c.epilogue = Epilogue::silu_and_mul;
-      c.n = n;  // act-and-mul: I = n / 2
       run_gemm_case(*resolver, c, fresh_seed());
     }
   }
@@ -131,7 +131,7 @@ TEST_CASE("host grouped GEMM: split-K over several slices is bitwise identical r
   auto resolver = host_resolver(dir);
   for (std::uint16_t splits : {2, 3, 5}) {
     GemmCase c;
-    c.k = 512;  // 16 k32 tiles: slices of 8, 6 or 4 (the last one shorter)
+    c.k = 512;  // 8 stages of 64: slices of 4, 3 or 2 (the last ones shorter or empty)
     c.split_k = splits;
     c.out = DType::f32;
     c.weight = WeightFormat::int4_asym;
@@ -144,8 +144,83 @@ TEST_CASE("host grouped GEMM: split-K over several slices is bitwise identical r
   }
 }
 
+TEST_CASE("host grouped GEMM: split-K boundaries inside scale groups, odd and empty splits") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  struct Split {
+    WeightFormat weight;
+    std::uint32_t group, k;
+    dispatch::TileConfig tile;
+    std::uint16_t splits;
+    Layout layout;
+  };
+  const Split cases[] = {
+      // 32 stages of 64 in 5 splits of 7: boundaries at k 448, 896, ... inside 128-wide groups.
+      {WeightFormat::int4_asym, 128, 2048, {16, 128, 64, 4, 4}, 5, Layout::indexed},
+      // Stages of 128 holding four 32-wide groups each, 3 splits.
+      {WeightFormat::int4_asym, 32, 1536, {16, 128, 128, 4, 4}, 3, Layout::contiguous},
+      // Per-channel scales (one group spans K): every boundary is inside it; 12 stages in 5
+      // splits of 3, the last one empty.
+      {WeightFormat::int4_asym, 1536, 1536, {16, 128, 128, 3, 4}, 5, Layout::masked},
+      {WeightFormat::int4_sym, 64, 2048, {32, 128, 128, 4, 4}, 7, Layout::indexed},
+      // MXFP4, 16 stages of 128 in 7 splits of 3 (6 used, one empty).
+      {WeightFormat::mxfp4, 32, 2048, {16, 256, 128, 4, 4}, 7, Layout::indexed},
+  };
+  for (const Split& sp : cases) {
+    GemmCase c;
+    c.weight = sp.weight;
+    c.scale = sp.weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16;
+    c.group = sp.group;
+    c.k = sp.k;
+    c.n = 160;  // the last 128-column tile holds one 32-column strip
+    c.tile = sp.tile;
+    c.split_k = sp.splits;
+    c.layout = sp.layout;
+    c.tokens = 20;
+    c.out = DType::f32;
+    const std::uint32_t seed = fresh_seed();
+    auto first = run_gemm_case(*resolver, c, seed);
+    auto second = run_gemm_case(*resolver, c, seed);
+    CHECK(first.output == second.output);
+  }
+}
+
 TEST_CASE("host grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF") {
   TempDir dir;
   auto resolver = host_resolver(dir);
   for (const GemmCase& c : edge_scale_cases()) run_gemm_case(*resolver, c, fresh_seed());
+}
+
+TEST_CASE("host grouped GEMM: E8M0 bytes 0x00, 0x01, 0xFE and 0xFF at every column position of a strip") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (const GemmCase& c : edge_scale_lane_cases()) run_gemm_case(*resolver, c, fresh_seed());
+}
+
+TEST_CASE("host grouped GEMM: MXFP4 scale bytes near the top and bottom of the range, bf16 and f16 activations") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (const GemmCase& c : extreme_window_cases()) run_gemm_case(*resolver, c, fresh_seed());
+}
+
+TEST_CASE("host grouped GEMM: f16 activations with INT4 scales too large for f16 weights stay finite") {
+  // Scales of about 2^14 (the quantizer's ~2^-6 times 2^20): (q - z) * s would overflow f16
+  // (max 65504) for |q - z| >= 4, but the outputs, accumulated and scaled in f32, are finite and
+  // must match.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (DType scale : {DType::bf16, DType::f16}) {
+    GemmCase c;
+    c.weight = WeightFormat::int4_asym;
+    c.scale = scale;
+    c.group = 64;
+    c.act = DType::f16;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.edit = [scale](quant::QuantizedWeights& q) {
+      // Multiply every scale by 2^20: add 20 to the exponent field (no scale is zero or tiny).
+      for (auto& sc : q.scales) sc = static_cast<std::uint16_t>(sc + (scale == DType::bf16 ? 20u << 7 : 20u << 10));
+    };
+    run_gemm_case(*resolver, c, fresh_seed());
+  }
 }

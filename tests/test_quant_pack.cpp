@@ -1,9 +1,11 @@
 // moejit's packed layout: round trips for every format, group, scale dtype and row order; the
-// nibble placement checked literally against the contract; the act-and-mul column permutation
-// for both source orders (scales, zeros and bias included); argument checks.
+// element bit placement and the scale positions checked literally against the contract; the
+// MXFP4 per-expert scale ranges; the act-and-mul column permutation for both source orders
+// (scales, zeros and bias included); argument checks.
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gemm/grouped_gemm_params.cuh"
@@ -72,19 +74,40 @@ void check_same(const QuantizedWeights& a, const QuantizedWeights& b) {
   CHECK(a.zeros == b.zeros);
 }
 
+// The contract's element bit positions (templates/README.md), written out: int4 element e is
+// nibble (e / 2) + 4 (e % 2); E2M1 element e's M, E0, E1 and sign sit at these word bits.
+constexpr u32 kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 18}, {25, 26, 27, 2},
+                                 {12, 13, 14, 21}, {28, 29, 30, 5},  {3, 4, 0, 1},    {19, 20, 16, 17}};
+
+u32 code_in_word(WeightFormat f, u32 word, u32 e) {
+  if (f != WeightFormat::mxfp4) return (word >> (4 * kInt4Nibble[e])) & 0xF;
+  u32 code = 0;
+  for (u32 b = 0; b < 4; ++b) code |= ((word >> kE2m1Bits[e][b]) & 1u) << b;
+  return code;
+}
+
+// Where the scale of (expert e, group g, packed column c) sits: [E][K/G][N], each 32-column
+// strip permuted so that column 8w + i of the strip is at position 4i + w.
+u64 scale_at(u32 e, u32 g, u32 c, u32 n, u32 groups) {
+  return (static_cast<u64>(e) * groups + g) * n + 32 * (c / 32) + 4 * (c % 8) + (c % 32) / 8;
+}
+
+u64 expected_scale_bytes(const FormatCase& fc, u32 e, u32 n, u32 k) {
+  const u64 values = static_cast<u64>(e) * (k / fc.group) * n * scale_bytes(fc.dtype);
+  return fc.format == WeightFormat::mxfp4 ? (values + 15) / 16 * 16 + 4ull * e : values;
+}
+
 }  // namespace
 
-TEST_CASE("packed_k_of_nibble is the contract's fragment order") {
-  // int4 words pair (nibble p, nibble p + 4): lane 0 holds k 0, 8, 16, 24, 1, 9, 17, 25.
-  const u32 int4_lane0[8] = {0, 8, 16, 24, 1, 9, 17, 25};
-  // e2m1 words pair (nibble 2q, 2q + 1): lane 0 holds k 0, 1, 8, 9, 16, 17, 24, 25.
-  const u32 e2m1_lane0[8] = {0, 1, 8, 9, 16, 17, 24, 25};
+TEST_CASE("packed_k_of_element is the contract's fragment order") {
+  // Element e of lane 0 is step e / 4, register (e / 2) % 2, half e % 2: k 0, 1, 8, 9, 16, 17, 24, 25.
+  const u32 lane0[8] = {0, 1, 8, 9, 16, 17, 24, 25};
   for (u32 lane = 0; lane < 32; ++lane)
-    for (u32 p = 0; p < 8; ++p) {
+    for (u32 e = 0; e < 8; ++e) {
       CAPTURE(lane);
-      CAPTURE(p);
-      CHECK(packed_k_of_nibble(NibbleOrder::int4_pairs_p_p4, lane, p) == int4_lane0[p] + 2 * (lane % 4));
-      CHECK(packed_k_of_nibble(NibbleOrder::e2m1_pairs_2q, lane, p) == e2m1_lane0[p] + 2 * (lane % 4));
+      CAPTURE(e);
+      CHECK(packed_k_of_element(lane, e) == lane0[e] + 2 * (lane % 4));
     }
 }
 
@@ -103,7 +126,7 @@ TEST_CASE("every packer output round-trips through the unpacker") {
       auto packed = pack(w, {rows, {}});
       REQUIRE(packed.ok());
       CHECK(packed->qweight.size() == packed_weight_bytes(E, N, K));
-      CHECK(packed->scales.size() == E * (K / fc.group) * N * scale_bytes(fc.dtype));
+      CHECK(packed->scales.size() == expected_scale_bytes(fc, E, N, K));
       CHECK(packed->zeros.size() == (fc.format == WeightFormat::int4_asym ? E * (K / fc.group) * N : 0));
       CHECK(packed->act_and_mul == (rows != RowOrder::plain));
       auto back = unpack(*packed, rows);
@@ -120,7 +143,7 @@ TEST_CASE("every packer output round-trips through the unpacker") {
   }
 }
 
-TEST_CASE("nibble (lane, word, p) of tile (nt, kt) holds column 32nt + 8w + lane/4, k = 32kt + packed_k_of_nibble") {
+TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w + L/4, k = 32kt + its fragment k") {
   Rng rng;
   MOEJIT_QUANT_SEED(rng);
   const u32 E = 2, N = 96, K = 160;
@@ -133,8 +156,6 @@ TEST_CASE("nibble (lane, word, p) of tile (nt, kt) holds column 32nt + 8w + lane
       const QuantizedWeights w = random_logical(rng, fc.format, fc.group, fc.dtype, E, N, K);
       auto packed = pack(w, {rows, {}});
       REQUIRE(packed.ok());
-      const NibbleOrder order =
-          fc.format == WeightFormat::mxfp4 ? NibbleOrder::e2m1_pairs_2q : NibbleOrder::int4_pairs_p_p4;
       for (int trial = 0; trial < 6; ++trial) {
         const u32 e = rng.uniform_int(0, E - 1), nt = rng.uniform_int(0, N / 32 - 1),
                   kt = rng.uniform_int(0, K / 32 - 1);
@@ -146,16 +167,17 @@ TEST_CASE("nibble (lane, word, p) of tile (nt, kt) holds column 32nt + 8w + lane
             std::memcpy(&bits, &packed->qweight[tile + 16 * lane + 4 * word], 4);
             const u32 column = 32 * nt + 8 * word + lane / 4;
             const u32 row = source_row_of_column(column, N, rows);
-            for (u32 p = 0; p < 8; ++p) {
-              const u32 k = 32 * kt + packed_k_of_nibble(order, lane, p);
-              CHECK(((bits >> (4 * p)) & 0xF) == w.codes[w.code_index(e, row, k)]);
+            for (u32 el = 0; el < 8; ++el) {
+              // Fragment element el: step el / 4, register (el / 2) % 2, half el % 2.
+              const u32 k = 32 * kt + 16 * (el / 4) + 8 * ((el / 2) % 2) + 2 * (lane % 4) + el % 2;
+              CHECK(code_in_word(fc.format, bits, el) == w.codes[w.code_index(e, row, k)]);
             }
           }
-        // Scales and zeros of those columns: [E][K/G][N], packed column order.
+        // Scales and zeros of those columns.
         for (u32 column = 32 * nt; column < 32 * nt + 32; ++column) {
           const u32 row = source_row_of_column(column, N, rows);
           const u32 g = (32 * kt) / fc.group;
-          const u64 at = (static_cast<u64>(e) * (K / fc.group) + g) * N + column;
+          const u64 at = scale_at(e, g, column, N, K / fc.group);
           u16 bits = 0;
           std::memcpy(&bits, &packed->scales[at * scale_bytes(fc.dtype)], scale_bytes(fc.dtype));
           CHECK(bits == w.scales[w.group_index(e, row, g)]);
@@ -164,6 +186,57 @@ TEST_CASE("nibble (lane, word, p) of tile (nt, kt) holds column 32nt + 8w + lane
       }
     }
   }
+}
+
+TEST_CASE("MXFP4 scales end with each expert's scale-byte range; all-zero blocks take the largest byte") {
+  Rng rng;
+  MOEJIT_QUANT_SEED(rng);
+  const u32 E = 4, N = 64, K = 128, groups = K / 32;
+  QuantizedWeights w = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, E, N, K);
+  auto block_codes = [&](u32 e, u32 row, u32 g) { return &w.codes[w.code_index(e, row, 32 * g)]; };
+  // Expert 0: bytes 100..140, with one all-zero block whose byte (3) must not count.
+  // Expert 1: a NaN block (0xFF). Expert 2: every block zero (+0 and -0 codes). Expert 3: 0x00 and 0xFE.
+  for (u32 row = 0; row < N; ++row)
+    for (u32 g = 0; g < groups; ++g) {
+      w.scales[w.group_index(0, row, g)] = static_cast<u16>(100 + (row * groups + g) % 41);
+      u8* codes = block_codes(0, row, g);
+      if (std::all_of(codes, codes + 32, [](u8 c) { return (c & 7) == 0; })) codes[0] = 1;  // no accidental zero blocks
+      u8* z = block_codes(2, row, g);
+      for (u32 i = 0; i < 32; ++i) z[i] = static_cast<u8>(i % 2 ? 8 : 0);
+      w.scales[w.group_index(2, row, g)] = static_cast<u16>(rng.uniform_int(0, 254));
+    }
+  for (u32 i = 0; i < 32; ++i) block_codes(0, 5, 1)[i] = static_cast<u8>(i % 3 ? 0 : 8);
+  w.scales[w.group_index(0, 5, 1)] = 3;
+  w.scales[w.group_index(1, 7, 2)] = 0xFF;
+  w.scales[w.group_index(3, 1, 0)] = 0x00;
+  w.scales[w.group_index(3, 2, 3)] = 0xFE;
+  auto packed = pack(w);
+  REQUIRE(packed.ok());
+  const u64 offset = (static_cast<u64>(E) * groups * N + 15) / 16 * 16;
+  REQUIRE(packed->scales.size() == offset + 4 * E);
+  auto range = [&](u32 e) {
+    u32 r;
+    std::memcpy(&r, &packed->scales[offset + 4 * e], 4);
+    return std::pair{r & 0xff, (r >> 8) & 0xff};
+  };
+  CHECK(range(0) == std::pair{100u, 140u});
+  CHECK(range(1).second == 0xFFu);
+  CHECK(range(2) == std::pair{127u, 127u});
+  CHECK(range(3).first == 0u);
+  CHECK(range(3).second == 0xFEu);
+  for (u32 e = 0; e < E; ++e) CHECK(((packed->scales[offset + 4 * e + 2]) | packed->scales[offset + 4 * e + 3]) == 0);
+  // The zero block of expert 0 now carries the expert's largest byte; its value is unchanged (0).
+  CHECK(packed->scales[scale_at(0, 1, 5, N, groups)] == 140);
+  // Unpacking gives the same codes and every other scale unchanged.
+  auto back = unpack(*packed, RowOrder::plain);
+  REQUIRE(back.ok());
+  CHECK(back->codes == w.codes);
+  for (u32 e = 0; e < E; ++e)
+    for (u32 row = 0; row < N; ++row)
+      for (u32 g = 0; g < groups; ++g) {
+        const bool zero_block = e == 2 || (e == 0 && row == 5 && g == 1);
+        if (!zero_block) CHECK(back->scales[back->group_index(e, row, g)] == w.scales[w.group_index(e, row, g)]);
+      }
 }
 
 TEST_CASE("act-and-mul permutation: both source orders give one pack, bias follows the columns") {

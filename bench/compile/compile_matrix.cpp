@@ -38,8 +38,8 @@ int main() {
                              128, Epilogue::silu_and_mul}};
   std::vector<std::pair<std::string, std::future<Result<Resolution>>>> rows;
   for (const Corner& c : corners)
-    for (const auto& tile : dispatch::gemm_tile_configs(Arch::sm_90a))
-      for (Arch arch : default_target_archs()) {
+    for (Arch arch : default_target_archs())
+      for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group)) {
         KernelSpec s{};
         s.op = Op::grouped_gemm;
         s.arch = arch;

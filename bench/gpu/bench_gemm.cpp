@@ -43,6 +43,7 @@
 #include "runtime/device_buffer.hpp"
 #include "runtime/kernel_resolver.hpp"
 #include "spec/arch.hpp"
+#include "spec/device_profiles.hpp"
 #include "spec/spec_fields.hpp"
 
 #ifndef MOEJIT_BUILD_COMMIT
@@ -113,10 +114,9 @@ std::vector<LayerCase> selected_layer_cases(const Settings& s) {
   return out;
 }
 
-// The kernel dispatch would pick: the tile for the rows each touched expert sees on average.
-KernelSpec case_spec(const GemmCase& c, Arch arch) {
-  const double touched = expected_touched_experts(c.model->experts, c.model->topk, c.tokens);
-  const auto rows = static_cast<std::uint32_t>(std::ceil(static_cast<double>(c.pairs()) / touched));
+// The kernel dispatch would pick on a device of `sms` multiprocessors: the planner's tile and
+// split for the rows each touched expert sees on average.
+KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   KernelSpec s{};
   s.op = Op::grouped_gemm;
   s.backend = Backend::device;
@@ -131,8 +131,19 @@ KernelSpec case_spec(const GemmCase& c, Arch arch) {
   s.n = c.n();
   s.k = c.k();
   s.experts = c.model->experts;
-  return dispatch::with_tile(s, dispatch::pick_gemm_tile(arch, rows));
+  dispatch::GemmWork work;
+  work.n = s.n;
+  work.k = s.k;
+  work.group_size = s.group_size;
+  work.weight = s.weight;
+  work.scale = s.scale;
+  work.busy_experts = dispatch::expected_busy_experts(static_cast<double>(c.pairs()), c.model->experts,
+                                                      c.model->experts, c.model->topk);
+  work.rows_per_expert = static_cast<double>(c.pairs()) / work.busy_experts;
+  const std::uint16_t bm = dispatch::pick_block_rows(work.rows_per_expert);
+  return dispatch::with_plan(s, dispatch::plan_gemm(work, bm, arch, sms));
 }
+KernelSpec case_spec(const GemmCase& c, DeviceLauncher& l) { return case_spec(c, l.arch(), l.sm_count()); }
 
 Json case_json(const GemmCase& c, const KernelSpec& spec) {
   Json j;
@@ -228,7 +239,7 @@ int dry_run(const Settings& s) {
   j["cases"] = Json::array();
   for (const GemmCase& c : selected_cases(s)) {
     const double touched = expected_touched_experts(c.model->experts, c.model->topk, c.tokens);
-    Json cj = case_json(c, case_spec(c, *arch));
+    Json cj = case_json(c, case_spec(c, *arch, default_device_profile(*arch) ? default_device_profile(*arch)->sms : kFallbackSms));
     cj["touched_experts"] = touched;
     cj["bytes"] = bytes_json(case_bytes(c, touched));
     cj["flops"] = case_flops(c);
@@ -265,7 +276,7 @@ TimingOptions timing_options(const Settings& s) {
 Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolver, const GemmCase& c,
                       const WeightSet& w, std::span<const Routing> routings, const Settings& s, const Ceilings& ceilings,
                       std::mt19937_64& rng) {
-  const KernelSpec spec = case_spec(c, l.arch());
+  const KernelSpec spec = case_spec(c, l);
   Json j = case_json(c, spec);
   j["weight_copies"] = w.copies;
   MOEJIT_ASSIGN_OR_RETURN(Resolution resolved, resolver.resolve(spec));
@@ -314,6 +325,17 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   base.m = static_cast<i32>(numel);
   base.a_row_divisor = c.projection == Projection::gate_up ? static_cast<i32>(c.model->topk) : 1;
   base.topk_weights = d_topk.as<const float>();
+  // Split-K: partial sums and counters (zero before the first launch; every launch leaves them so).
+  const dispatch::LaunchShape split_shape = dispatch::grouped_gemm_launch_shape(spec, base.m);
+  const std::uint64_t partial_bytes = dispatch::grouped_gemm_workspace_bytes(spec, split_shape);
+  const std::uint64_t counter_bytes = dispatch::grouped_gemm_counter_count(spec, split_shape) * 4;
+  DeviceBuffer d_split;
+  if (partial_bytes > 0) {
+    MOEJIT_ASSIGN_OR_RETURN(d_split, DeviceBuffer::allocate(l, partial_bytes + counter_bytes));
+    MOEJIT_TRY(l.fill(d_split.data(), 0, partial_bytes + counter_bytes, stream));
+    base.workspace = d_split.as<float>();
+    base.tile_counters = reinterpret_cast<u32*>(d_split.as<unsigned char>() + partial_bytes);
+  }
   auto params_of = [&](std::uint64_t i) {
     GroupedGemmParams p = base;
     const auto slot = static_cast<std::uint32_t>(i % slots);
@@ -322,6 +344,8 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
     p.c = d_c.as<unsigned char>() + slot * c_bytes;
     p.b = w.weights_of(slot);
     p.b_scales = w.scales_of(slot);
+    if (c.format->weight == WeightFormat::mxfp4)
+      p.b_scale_ranges = mxfp4_scale_ranges(p.b_scales, c.model->experts, c.n(), c.k());
     p.bias = w.bias_of(slot);
     p.sorted_token_ids = reinterpret_cast<const i32*>(r);
     p.expert_ids = reinterpret_cast<const i32*>(r + sorted_bytes);
@@ -557,7 +581,7 @@ int run(const Settings& s) {
   const auto compile_start = Clock::now();
   std::map<std::string, std::future<Result<Resolution>>> pending;
   for (const GemmCase& c : cases) {
-    const KernelSpec spec = case_spec(c, l.arch());
+    const KernelSpec spec = case_spec(c, l);
     const std::string slug = codegen::spec_slug(spec);
     if (!pending.count(slug)) pending.emplace(slug, (*resolver)->resolve_async(spec));
   }
@@ -607,7 +631,7 @@ int run(const Settings& s) {
       ++end;
     if (seconds_since(start) > s.max_seconds) {
       for (; i < end; ++i) {
-        Json cj = case_json(cases[i], case_spec(cases[i], l.arch()));
+        Json cj = case_json(cases[i], case_spec(cases[i], l));
         cj["skipped"] = fmt::format("time budget of {} s spent", s.max_seconds);
         j["cases"].push_back(cj);
         ++skipped;
@@ -620,7 +644,7 @@ int run(const Settings& s) {
       const GemmCase& c = cases[i];
       std::vector<Routing> routings;
       for (int r = 0; r < s.routings; ++r)
-        routings.push_back(random_routing(rng, c.tokens, c.model->experts, c.model->topk, case_spec(c, l.arch()).bm));
+        routings.push_back(random_routing(rng, c.tokens, c.model->experts, c.model->topk, case_spec(c, l).bm));
       Result<Json> r = !weights.ok() ? Result<Json>(weights.status())
                        : seconds_since(start) > s.max_seconds
                            ? Result<Json>(Status(Code::unavailable, fmt::format("time budget of {} s spent", s.max_seconds)))
@@ -637,7 +661,7 @@ int run(const Settings& s) {
                      cj["floor_us"].get<double>(), 100 * cj["fraction_of_floor"].get<double>(),
                      cj["achieved_gbs"].get<double>(), speedups_text(cj).c_str());
       } else {
-        cj = case_json(c, case_spec(c, l.arch()));
+        cj = case_json(c, case_spec(c, l));
         const bool budget = r.status().message().starts_with("time budget");
         cj[budget ? "skipped" : "error"] = r.status().message();
         if (budget) ++skipped;

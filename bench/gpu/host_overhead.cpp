@@ -131,7 +131,7 @@ Result<Json> measure_host_overhead(DeviceLauncher& l, CUstream stream, const Ove
   request.params.num_tokens_post_pad = args.num_tokens_post_pad;
   request.params.a_row_divisor = args.a_row_divisor;
   request.block_size = kBlock;
-  MOEJIT_ASSIGN_OR_RETURN(dispatch::PreparedGemm g, dispatch::prepare_grouped_gemm(request, l.arch(), Backend::device));
+  MOEJIT_ASSIGN_OR_RETURN(dispatch::PreparedGemm g, dispatch::prepare_grouped_gemm(request, l.arch(), Backend::device, l.sm_count()));
   MOEJIT_ASSIGN_OR_RETURN(auto resolver_options, KernelResolver::Options::from_environment());
   MOEJIT_ASSIGN_OR_RETURN(auto resolver, KernelResolver::create(std::move(resolver_options)));
   MOEJIT_ASSIGN_OR_RETURN(Resolution resolved, resolver->resolve(g.spec));

@@ -28,7 +28,7 @@ moejit_packed_weights_t packed_view(const WeightSet& w, const GemmCase& c, std::
   p.scales = const_cast<void*>(w.scales_of(copy));
   p.bias = const_cast<float*>(w.bias_of(copy));
   p.qweight_bytes = std::uint64_t{w.experts} * w.expert_weight;
-  p.scales_bytes = std::uint64_t{w.experts} * w.expert_scale;
+  p.scales_bytes = w.copy_scale_stride;  // one copy's whole packed scales buffer
   p.bias_bytes = w.bias ? std::uint64_t{w.experts} * w.expert_bias : 0;
   return p;
 }

@@ -1,8 +1,10 @@
 #include "bench/gpu/weight_set.hpp"
 
+#include <cstring>
 #include <numeric>
 
 #include "bench/gpu/device_data.hpp"
+#include "gemm/grouped_gemm_params.cuh"
 #include "quant/pack.hpp"
 #include "quant/quantize.hpp"
 
@@ -15,6 +17,7 @@ namespace {
 // strip self-contained, and timing does not depend on values): the rest is the same bytes.
 struct HostExpert {
   std::vector<u8> weights, scales;
+  u32 scale_range = 0;  // MXFP4: the expert's scale-byte range (grouped_gemm_params.cuh)
   std::vector<float> bias;
   quant::QuantizedWeights block;  // the quantized block of rows (the baselines' weights)
 };
@@ -37,10 +40,13 @@ Result<HostExpert> make_host_expert(const GemmCase& c, std::mt19937_64& rng) {
   MOEJIT_ASSIGN_OR_RETURN(auto packed, quant::pack(q, po));
   const std::uint32_t repeats = n / block, groups = k / c.format->group;
   const std::uint64_t sb = scale_bytes(c.format->scale);
-  if (packed.qweight.size() != std::uint64_t{block} * k / 2 || packed.scales.size() != std::uint64_t{groups} * block * sb)
+  const bool mxfp4 = c.format->weight == WeightFormat::mxfp4;
+  const std::uint64_t scale_total = packed_scale_bytes(mxfp4, 1, block, k, c.format->group, sb);
+  if (packed.qweight.size() != std::uint64_t{block} * k / 2 || packed.scales.size() != scale_total)
     return error(Code::internal, "packed sizes {} / {}: expected {} / {}", packed.qweight.size(), packed.scales.size(),
-                 std::uint64_t{block} * k / 2, std::uint64_t{groups} * block * sb);
+                 std::uint64_t{block} * k / 2, scale_total);
   HostExpert e;
+  if (mxfp4) std::memcpy(&e.scale_range, packed.scales.data() + mxfp4_scale_range_offset(1, block, k), 4);
   e.block = std::move(q);
   for (std::uint32_t r = 0; r < repeats; ++r) e.weights.insert(e.weights.end(), packed.qweight.begin(), packed.qweight.end());
   for (std::uint32_t g = 0; g < groups; ++g)
@@ -66,8 +72,17 @@ Result<WeightSet> make_weights(DeviceLauncher& l, CUstream stream, const GemmCas
   const std::uint64_t count = std::uint64_t{w.copies} * w.experts;
   MOEJIT_ASSIGN_OR_RETURN(w.weights, upload(l, stream, e.weights.data(), w.expert_weight, count * w.expert_weight));
   MOEJIT_TRY(replicate(l, stream, w.weights, w.expert_weight, count));
-  MOEJIT_ASSIGN_OR_RETURN(w.scales, upload(l, stream, e.scales.data(), w.expert_scale, count * w.expert_scale));
-  MOEJIT_TRY(replicate(l, stream, w.scales, w.expert_scale, count));
+  // Scales: each copy of the layer is a whole packed scales buffer (for MXFP4, the per-expert
+  // scale ranges follow the values), built once and replicated.
+  const bool mxfp4 = c.format->weight == WeightFormat::mxfp4;
+  w.copy_scale_stride = packed_scale_bytes(mxfp4, w.experts, c.n(), c.k(), c.format->group, scale_bytes(c.format->scale));
+  MOEJIT_ASSIGN_OR_RETURN(w.scales, upload(l, stream, e.scales.data(), w.expert_scale, w.copies * w.copy_scale_stride));
+  MOEJIT_TRY(replicate(l, stream, w.scales, w.expert_scale, w.experts));
+  std::vector<u32> ranges(w.experts, e.scale_range);
+  if (mxfp4)
+    MOEJIT_TRY(l.copy_to_backend(w.scales.as<unsigned char>() + mxfp4_scale_range_offset(w.experts, c.n(), c.k()),
+                                 ranges.data(), ranges.size() * 4, stream));
+  MOEJIT_TRY(replicate(l, stream, w.scales, w.copy_scale_stride, w.copies));
   if (w.expert_bias > 0) {
     MOEJIT_ASSIGN_OR_RETURN(w.bias, upload(l, stream, e.bias.data(), w.expert_bias, count * w.expert_bias));
     MOEJIT_TRY(replicate(l, stream, w.bias, w.expert_bias, count));

@@ -18,12 +18,13 @@ struct WeightSet {
   DeviceBuffer weights, scales, bias;
   std::uint32_t copies = 1, experts = 0;
   std::uint64_t expert_weight = 0, expert_scale = 0, expert_bias = 0;
+  std::uint64_t copy_scale_stride = 0;  // bytes of one copy's packed scales buffer
   quant::QuantizedWeights block;  // the quantized rows repeated across N (the baselines' weights)
   const u8* weights_of(std::uint32_t copy) const {
     return weights.as<const u8>() + std::uint64_t{copy} * experts * expert_weight;
   }
   const void* scales_of(std::uint32_t copy) const {
-    return scales.as<const u8>() + std::uint64_t{copy} * experts * expert_scale;
+    return scales.as<const u8>() + std::uint64_t{copy} * copy_scale_stride;
   }
   const float* bias_of(std::uint32_t copy) const {
     return bias ? reinterpret_cast<const float*>(bias.as<const u8>() + std::uint64_t{copy} * experts * expert_bias)

@@ -1,5 +1,6 @@
 #include "api/api_support.hpp"
 
+#include "gemm/grouped_gemm_params.cuh"
 #include "spec/spec_fields.hpp"
 
 namespace moejit::api {
@@ -58,7 +59,9 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
                  "(N and K multiples of 32, the group dividing K)", argument, w->experts, w->n, w->k, w->group_size);
   // The buffers must be exactly what the shape packs to: a wrong size means wrong weights.
   const std::uint64_t e = w->experts, n = w->n, k = w->k, groups = w->k / w->group_size;
-  const std::uint64_t want[4] = {e * n * k / 2, e * groups * n * (scale == DType::e8m0 ? 1u : 2u),
+  const std::uint64_t want[4] = {e * n * k / 2,
+                                 packed_scale_bytes(w->format == MOEJIT_WEIGHT_MXFP4, e, n, k, w->group_size,
+                                                    scale == DType::e8m0 ? 1u : 2u),
                                  w->format == MOEJIT_WEIGHT_INT4_ASYM ? e * groups * n : 0, w->bias ? e * n * 4 : 0};
   const std::uint64_t have[4] = {w->qweight_bytes, w->scales_bytes, w->zeros ? w->zeros_bytes : 0,
                                  w->bias ? w->bias_bytes : 0};

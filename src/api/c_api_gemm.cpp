@@ -56,7 +56,7 @@ moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context, con
     if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null");
     MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
-    MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::grouped_gemm_workspace(r, launcher->arch(), launcher->backend()));
+    MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::grouped_gemm_workspace(r, launcher->arch(), launcher->backend(), launcher->sm_count()));
     return {};
   });
 }

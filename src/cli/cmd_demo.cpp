@@ -228,7 +228,7 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   r.topk_ids = static_cast<const i32*>(ids_mem);
   r.topk_weights = static_cast<const float*>(weights_mem);
   MOEJIT_ASSIGN_OR_RETURN(r.output, memory.allocate(static_cast<std::size_t>(T) * H * 4));
-  MOEJIT_ASSIGN_OR_RETURN(r.workspace_bytes, dispatch::fused_moe_workspace(r, run_on->arch()));
+  MOEJIT_ASSIGN_OR_RETURN(r.workspace_bytes, dispatch::fused_moe_workspace(r, run_on->arch(), run_on->sm_count()));
   MOEJIT_ASSIGN_OR_RETURN(r.workspace, memory.allocate(r.workspace_bytes));
 
   // First call resolves (memory, store or compile) and runs; then timed calls.

@@ -51,6 +51,20 @@ Status gemm_check(const KernelSpec& s) {
                  "fields 'warps' = {}, 'bm' = {}, 'bn' = {}: no split of the warps gives each warp a "
                  "multiple of 16 rows and of 32 columns; expected bn >= 32 * warps / (bm / 16)",
                  s.warps, s.bm, s.bn);
+  // Every thread copies the same number of 16-byte weight chunks per stage at offsets that
+  // split into a per-thread and a compile-time part (templates/gemm/grouped_gemm.cuh).
+  const std::uint32_t threads = gemm_block_threads(s), b_chunks = s.bn * s.bk / 32u;
+  if ((b_chunks % threads != 0 && b_chunks > threads) || (threads % s.bk != 0 && s.bk % threads != 0))
+    return error(Code::invalid_argument,
+                 "tile bn={} bk={} warps={}: the {} weight chunks of a stage do not split evenly over {} threads "
+                 "(expected bn * bk / 32 a multiple of the threads or fewer, and threads and bk multiples of one another)",
+                 s.bn, s.bk, s.warps, b_chunks, threads);
+  const std::uint32_t scale_chunks = gemm_scale_rows(s.bk, s.group_size) * s.bn * scale_bytes(s) / 16u;
+  if (scale_chunks > threads)
+    return error(Code::invalid_argument,
+                 "tile bn={} bk={} warps={}: a stage's {} scale chunks exceed the {} threads that copy them; expected "
+                 "more warps or a smaller tile",
+                 s.bn, s.bk, s.warps, scale_chunks, threads);
   const auto& arch = arch_info(s.arch);
   if (std::uint32_t need = gemm_dynamic_shared(s); need > arch.max_shared_per_block)
     return error(Code::invalid_argument,

@@ -22,20 +22,23 @@ std::uint64_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
 
 std::uint32_t global_experts(const FusedMoeRequest& r) { return r.global_experts ? r.global_experts : r.w13.experts; }
 
-// Where each intermediate lives in the workspace.
+// Where each intermediate lives in the workspace. The routing and activation regions are sized
+// for max_tokens and every block size, so one workspace serves every T up to max_tokens (graph
+// capture at several batch sizes); the split-K region after them is laid out per call for the
+// call's kernels (its size for any T up to max_tokens is bounded by fused_moe_workspace). The
+// routing align zeroes the split-K counters at the start of every call, so the caller's
+// workspace may hold anything.
 struct WorkspaceLayout {
-  std::uint64_t sorted = 0, expert_ids = 0, post_pad = 0, intermediate = 0, pairs = 0, total = 0;
+  std::uint64_t sorted = 0, expert_ids = 0, post_pad = 0, intermediate = 0, pairs = 0, split = 0;
 };
 
-WorkspaceLayout workspace_layout(const FusedMoeRequest& r, Arch arch) {
+WorkspaceLayout workspace_layout(const FusedMoeRequest& r) {
   const std::int64_t max_pairs = static_cast<std::int64_t>(std::max(r.max_tokens, r.tokens)) * r.topk;
   const std::uint32_t experts = global_experts(r);
-  // Sized for every block size the tile rule can pick, so one workspace serves every T up to
-  // max_tokens (graph capture at several batch sizes).
   std::int64_t slots = 0, blocks = 0;
-  for (const auto& tile : gemm_tile_configs(arch)) {
-    slots = std::max<std::int64_t>(slots, align_max_padded(max_pairs, experts, tile.bm));
-    blocks = std::max<std::int64_t>(blocks, align_max_blocks(max_pairs, experts, tile.bm));
+  for (std::uint16_t bm : kGemmBlockRows) {
+    slots = std::max<std::int64_t>(slots, align_max_padded(max_pairs, experts, bm));
+    blocks = std::max<std::int64_t>(blocks, align_max_blocks(max_pairs, experts, bm));
   }
   const std::uint32_t inter = r.w13.n / 2, hidden = r.w13.k;
   WorkspaceLayout l;
@@ -44,8 +47,27 @@ WorkspaceLayout workspace_layout(const FusedMoeRequest& r, Arch arch) {
   l.post_pad = l.expert_ids + round_up(static_cast<std::uint64_t>(blocks) * 4);
   l.intermediate = l.post_pad + kAlign;
   l.pairs = l.intermediate + round_up(static_cast<std::uint64_t>(max_pairs) * inter * dtype_bytes(r.act));
-  l.total = l.pairs + round_up(static_cast<std::uint64_t>(max_pairs) * hidden * dtype_bytes(r.act));
+  l.split = l.pairs + round_up(static_cast<std::uint64_t>(max_pairs) * hidden * dtype_bytes(r.act));
   return l;
+}
+
+// The split-K region of one call: both GEMMs' counters (zeroed by the align), then both
+// GEMMs' partial sums.
+struct SplitRegion {
+  std::uint64_t up_counters = 0, down_counters = 0;  // u32 words
+  std::uint64_t counters = 0, up_partials = 0, down_partials = 0, bytes = 0;  // offsets from the region start
+};
+
+SplitRegion split_region(const KernelSpec& up, const KernelSpec& down, std::int32_t pairs) {
+  const LaunchShape up_shape = grouped_gemm_launch_shape(up, pairs), down_shape = grouped_gemm_launch_shape(down, pairs);
+  SplitRegion s;
+  s.up_counters = grouped_gemm_counter_count(up, up_shape);
+  s.down_counters = grouped_gemm_counter_count(down, down_shape);
+  s.counters = 0;
+  s.up_partials = round_up((s.up_counters + s.down_counters) * 4);
+  s.down_partials = s.up_partials + round_up(grouped_gemm_workspace_bytes(up, up_shape));
+  s.bytes = s.down_partials + round_up(grouped_gemm_workspace_bytes(down, down_shape));
+  return s;
 }
 
 Status check_request(const FusedMoeRequest& r) {
@@ -157,6 +179,8 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBu
   up.params.expert_ids = align.expert_ids;
   up.params.num_tokens_post_pad = align.post_pad;
   up.params.a_row_divisor = static_cast<i32>(r.topk);
+  up.topk_hint = r.topk;
+  up.global_experts_hint = global_experts(r);
   GroupedGemmRequest& down = g.down;
   down = up;
   down.weights = r.w2;
@@ -172,23 +196,25 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBu
 
 }  // namespace
 
-Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend) {
+Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
   MOEJIT_TRY(check_request(r));
-  const std::int64_t pairs = static_cast<std::int64_t>(r.tokens) * r.topk;
-  const std::int64_t busy = std::min<std::int64_t>(pairs, r.w13.experts);
-  const TileConfig tile = pick_gemm_tile(arch, static_cast<std::uint32_t>((pairs + busy - 1) / busy));
+  // Rows per busy local expert decide the tile rows, which are also the align block size.
+  const double pairs = static_cast<double>(r.tokens) * r.topk;
+  const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
+  const double local_pairs = pairs * r.w13.experts / std::max(global_experts(r), r.w13.experts);
+  const std::uint16_t bm = pick_block_rows(local_pairs / busy);
 
   FusedMoeSpecs s;
   s.align.op = Op::moe_align;
   s.align.arch = arch;
   s.align.backend = backend;
   s.align.experts = global_experts(r);
-  s.align.bm = tile.bm;
+  s.align.bm = bm;
   s.align.warps = align_warps(global_experts(r), arch);
 
-  const LayerGemms gemms = layer_gemms(r, tile.bm, {}, nullptr, nullptr);
-  MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend));
-  MOEJIT_ASSIGN_OR_RETURN(s.down, grouped_gemm_spec(gemms.down, arch, backend));
+  const LayerGemms gemms = layer_gemms(r, bm, {}, nullptr, nullptr);
+  MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend, sms));
+  MOEJIT_ASSIGN_OR_RETURN(s.down, grouped_gemm_spec(gemms.down, arch, backend, sms));
 
   s.reduce.op = Op::moe_reduce;
   s.reduce.arch = arch;
@@ -200,26 +226,41 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   return s;
 }
 
-Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch) {
+Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   MOEJIT_TRY(check_request(r));
-  return workspace_layout(r, arch).total;
+  // The split-K region is largest at some T up to max_tokens; only decode tiles split, and the
+  // tile rows grow with T, so the scan stops at the first T past them.
+  std::uint64_t split = 0;
+  FusedMoeRequest at = r;
+  for (std::int32_t t = 1; t <= std::max(r.max_tokens, r.tokens); ++t) {
+    at.tokens = t;
+    MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(at, arch, Backend::device, sms));
+    if (s.align.bm > kMaxSplitRows) break;
+    split = std::max(split, split_region(s.up, s.down, t * static_cast<std::int32_t>(r.topk)).bytes);
+  }
+  return workspace_layout(r).split + split;
 }
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   const Arch arch = ctx.launcher.arch();
-  MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend()));
+  MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
   MOEJIT_TRY(check_topk_ids(ctx.launcher, r, stream));
-  const WorkspaceLayout l = workspace_layout(r, arch);
-  if (r.workspace == nullptr || r.workspace_bytes < l.total)
-    return error(Code::invalid_argument, "argument 'workspace_bytes' = {}: this layer needs {} (workspace {})",
-                 r.workspace_bytes, l.total, r.workspace == nullptr ? "is null" : "too small");
+  const i32 numel = r.tokens * static_cast<i32>(r.topk);
+  const WorkspaceLayout l = workspace_layout(r);
+  const SplitRegion split = split_region(specs.up, specs.down, numel);
+  if (r.workspace == nullptr || r.workspace_bytes < l.split + split.bytes)
+    return error(Code::invalid_argument,
+                 "argument 'workspace_bytes' = {}: this layer needs {} at {} tokens (workspace {}); size it with "
+                 "moejit_fused_moe_workspace_size for max_tokens",
+                 r.workspace_bytes, l.split + split.bytes, r.tokens, r.workspace == nullptr ? "is null" : "too small");
   auto* ws = static_cast<unsigned char*>(r.workspace);
   auto* sorted = reinterpret_cast<i32*>(ws + l.sorted);
   auto* expert_ids = reinterpret_cast<i32*>(ws + l.expert_ids);
   auto* post_pad = reinterpret_cast<i32*>(ws + l.post_pad);
   void* intermediate = ws + l.intermediate;
   void* pairs = ws + l.pairs;
-  const i32 numel = r.tokens * static_cast<i32>(r.topk);
+  unsigned char* split_base = ws + l.split;
+  auto* counters = reinterpret_cast<u32*>(split_base + split.counters);
   const std::int64_t rows_per_expert = specs.align.bm;
   const std::uint32_t hidden = r.w13.k;
 
@@ -231,6 +272,8 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   align.expert_ids = expert_ids;
   align.num_tokens_post_pad = post_pad;
   align.numel = numel;
+  align.clear_words = counters;
+  align.clear_count = static_cast<i32>(split.up_counters + split.down_counters);
   LaunchDims align_dims;
   align_dims.block[0] = specs.align.warps * 32u;
   align_dims.dynamic_shared_bytes = static_cast<std::uint32_t>(align_shared_bytes(specs.align.experts, specs.align.warps));
@@ -238,7 +281,13 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
                         Decision{"fused_moe align", numel, rows_per_expert}));
 
   // 2-3. Gate/up projection with the activation, then the down projection with the weights.
-  const LayerGemms gemms = layer_gemms(r, specs.align.bm, {sorted, expert_ids, post_pad}, intermediate, pairs);
+  LayerGemms gemms = layer_gemms(r, specs.align.bm, {sorted, expert_ids, post_pad}, intermediate, pairs);
+  gemms.up.workspace = split.up_counters ? split_base + split.up_partials : nullptr;
+  gemms.up.workspace_bytes = split.up_counters ? split.down_partials - split.up_partials : 0;
+  gemms.down.workspace = split.down_counters ? split_base + split.down_partials : nullptr;
+  gemms.down.workspace_bytes = split.down_counters ? split.bytes - split.down_partials : 0;
+  gemms.up.counters = counters;
+  gemms.down.counters = counters + split.up_counters;
   MOEJIT_TRY(run_grouped_gemm(ctx, gemms.up, stream));
   MOEJIT_TRY(run_grouped_gemm(ctx, gemms.down, stream));
 

@@ -28,16 +28,18 @@ struct FusedMoeRequest {
   std::int32_t max_tokens = 0;               // 0: tokens
 };
 
-// Checks shapes and dtypes and returns the workspace the request needs.
-Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch arch);
+// Checks shapes and dtypes and returns the workspace the request needs for any T up to its
+// max_tokens on a device of `sms` multiprocessors.
+Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch arch, std::uint32_t sms);
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& request, void* stream);
 
-// The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce), as the
-// run would pick them; warm-up enumerates these over every tile the heuristic can choose.
+// The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce) on a device
+// with `sms` multiprocessors, as the run would pick them; warm-up enumerates these over every
+// tile the heuristic can choose.
 struct FusedMoeSpecs {
   KernelSpec align, up, down, reduce;
 };
-Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& request, Arch arch, Backend backend);
+Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& request, Arch arch, Backend backend, std::uint32_t sms);
 
 }  // namespace moejit::dispatch

@@ -65,6 +65,8 @@ Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p
   MOEJIT_TRY(need(p.b, "b", 16, "every GEMM"));
   MOEJIT_TRY(need(p.b_scales, "b_scales", 16, "every GEMM"));
   if (s.weight == WeightFormat::int4_asym) MOEJIT_TRY(need(p.b_zeros, "b_zeros", 16, "int4_asym weights"));
+  if (s.weight == WeightFormat::mxfp4)
+    MOEJIT_TRY(need(p.b_scale_ranges, "b_scale_ranges", 4, "mxfp4 weights (the per-expert scale ranges after the scales)"));
   if (p.bias != nullptr && !aligned(p.bias, 8))
     return error(Code::invalid_argument, "argument 'bias': expected 8-byte alignment");
   const std::uint32_t out_bytes = s.out == DType::f32 ? 4 : 2;

@@ -1,5 +1,10 @@
 #include "dispatch/grouped_gemm_op.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
 #include "dispatch/grouped_gemm_launch.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "spec/spec_fields.hpp"
@@ -9,16 +14,45 @@ namespace {
 
 bool is_act_and_mul(Epilogue e) { return e == Epilogue::silu_and_mul || e == Epilogue::swiglu_oai; }
 
-std::uint32_t rows_per_expert(const GroupedGemmRequest& r) {
-  if (r.rows_per_expert_hint > 0) return r.rows_per_expert_hint;
-  if (r.layout == Layout::masked) return static_cast<std::uint32_t>(std::max(r.params.m, 1));
-  const std::uint32_t experts = std::max(r.weights.experts, 1u);
-  return static_cast<std::uint32_t>((std::max(r.params.m, 1) + experts - 1) / experts);
-}
-
 }  // namespace
 
-Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Backend backend) {
+GemmWork gemm_work(const GroupedGemmRequest& r) {
+  const PackedWeightsView& w = r.weights;
+  GemmWork work;
+  work.n = w.n;
+  work.k = w.k;
+  work.group_size = w.group_size;
+  work.weight = w.format;
+  work.scale = w.scale;
+  const double m = std::max(r.params.m, 1);
+  const std::uint32_t experts = std::max(w.experts, 1u);
+  switch (r.layout) {
+    case Layout::indexed: {
+      // Pairs routed over the global experts; this GEMM sees those of its local ones.
+      const std::uint32_t global = std::max(r.global_experts_hint, experts);
+      work.busy_experts = expected_busy_experts(m, experts, global, r.topk_hint);
+      work.rows_per_expert = m * experts / global / work.busy_experts;
+      break;
+    }
+    case Layout::contiguous:
+      if (r.rows_per_expert_hint > 0) {
+        work.rows_per_expert = r.rows_per_expert_hint;
+        work.busy_experts = std::clamp(m / r.rows_per_expert_hint, 1.0, static_cast<double>(experts));
+      } else {
+        work.busy_experts = expected_busy_experts(m, experts, experts, 0);
+        work.rows_per_expert = m / work.busy_experts;
+      }
+      break;
+    case Layout::masked:
+    case Layout::none:
+      work.busy_experts = experts;
+      work.rows_per_expert = r.rows_per_expert_hint > 0 ? r.rows_per_expert_hint : m;
+      break;
+  }
+  return work;
+}
+
+Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
   const PackedWeightsView& w = r.weights;
   if (w.qweight == nullptr || w.scales == nullptr)
     return error(Code::invalid_argument, "argument 'weights': qweight and scales must be set (packed weights)");
@@ -46,40 +80,49 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
   s.n = w.n;
   s.k = w.k;
   s.experts = w.experts;
+  const GemmWork work = gemm_work(r);
+  std::uint16_t bm = pick_block_rows(work.rows_per_expert);
   if (r.layout == Layout::indexed) {
-    for (const auto& tile : gemm_tile_configs(arch))
-      if (tile.bm == r.block_size) return with_tile(s, tile);
-    std::string sizes;
-    for (const auto& tile : gemm_tile_configs(arch)) sizes += (sizes.empty() ? "" : ", ") + std::to_string(tile.bm);
-    return error(Code::invalid_argument, "argument 'block_size' = {}: expected the moe_align block size of a tile: {}",
-                 r.block_size, sizes);
+    const auto* it = std::find(kGemmBlockRows.begin(), kGemmBlockRows.end(), r.block_size);
+    if (it == kGemmBlockRows.end())
+      return error(Code::invalid_argument, "argument 'block_size' = {}: expected the moe_align block size of a tile: {}",
+                   r.block_size, fmt::join(kGemmBlockRows, ", "));
+    bm = *it;
   }
-  return with_tile(s, pick_gemm_tile(arch, rows_per_expert(r)));
+  return with_plan(s, plan_gemm(work, bm, arch, sms));
 }
 
-Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch arch, Backend backend) {
-  MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, arch, backend));
+Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch arch, Backend backend,
+                                             std::uint32_t sms) {
+  MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, arch, backend, sms));
   const LaunchShape shape = grouped_gemm_launch_shape(spec, r.params.m);
   return grouped_gemm_workspace_bytes(spec, shape) + grouped_gemm_counter_count(spec, shape) * sizeof(std::uint32_t);
 }
 
-Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch, Backend backend) {
+Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch, Backend backend,
+                                          std::uint32_t sms) {
   PreparedGemm g;
-  MOEJIT_ASSIGN_OR_RETURN(g.spec, grouped_gemm_spec(r, arch, backend));
+  MOEJIT_ASSIGN_OR_RETURN(g.spec, grouped_gemm_spec(r, arch, backend, sms));
   GroupedGemmParams& p = g.params;
   p = r.params;
   p.b = static_cast<const u8*>(r.weights.qweight);
   p.b_scales = r.weights.scales;
+  p.b_scale_ranges = r.weights.format == WeightFormat::mxfp4
+                         ? mxfp4_scale_ranges(r.weights.scales, r.weights.experts, r.weights.n, r.weights.k)
+                         : nullptr;
   p.b_zeros = static_cast<const u8*>(r.weights.zeros);
   p.bias = r.weights.bias;
   const LaunchShape shape = grouped_gemm_launch_shape(g.spec, p.m);
   const std::uint64_t partial_bytes = grouped_gemm_workspace_bytes(g.spec, shape);
-  const std::uint64_t need = partial_bytes + grouped_gemm_counter_count(g.spec, shape) * sizeof(std::uint32_t);
+  const std::uint64_t counter_bytes = grouped_gemm_counter_count(g.spec, shape) * sizeof(std::uint32_t);
+  const std::uint64_t need = partial_bytes + (r.counters != nullptr ? 0 : counter_bytes);
   if (r.workspace_bytes < need)
     return error(Code::invalid_argument, "argument 'workspace_bytes' = {}: this problem needs {}", r.workspace_bytes, need);
-  if (need > 0) {
+  if (partial_bytes > 0) {
     p.workspace = static_cast<float*>(r.workspace);
-    p.tile_counters = reinterpret_cast<u32*>(static_cast<unsigned char*>(r.workspace) + partial_bytes);
+    p.tile_counters = r.counters != nullptr
+                          ? r.counters
+                          : reinterpret_cast<u32*>(static_cast<unsigned char*>(r.workspace) + partial_bytes);
   }
   MOEJIT_TRY(check_grouped_gemm_params(g.spec, p));
   g.dims.grid[0] = shape.grid[0];
@@ -91,10 +134,11 @@ Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch
 }
 
 Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* stream) {
-  MOEJIT_ASSIGN_OR_RETURN(PreparedGemm g, prepare_grouped_gemm(r, ctx.launcher.arch(), ctx.launcher.backend()));
+  MOEJIT_ASSIGN_OR_RETURN(PreparedGemm g, prepare_grouped_gemm(r, ctx.launcher.arch(), ctx.launcher.backend(),
+                                                               ctx.launcher.sm_count()));
   if (g.dims.grid[1] == 0) return {};  // no rows
   return run_kernel(ctx, g.spec, g.dims, &g.params, sizeof g.params, stream,
-                    Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(rows_per_expert(r))});
+                    Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(std::lround(gemm_work(r).rows_per_expert))});
 }
 
 }  // namespace moejit::dispatch

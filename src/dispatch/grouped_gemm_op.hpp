@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "dispatch/op_context.hpp"
+#include "dispatch/tile_configs.hpp"
 #include "gemm/grouped_gemm_params.cuh"
 #include "spec/kernel_spec.hpp"
 
@@ -33,15 +34,28 @@ struct GroupedGemmRequest {
   GroupedGemmParams params{};
   std::uint32_t block_size = 0;            // indexed: the align block size, = the tile's rows
   std::uint32_t rows_per_expert_hint = 0;  // contiguous / masked: 0 estimates it from m
+  // indexed: how the pairs were routed, for the planner's estimate of busy experts (0: unknown,
+  // pairs taken as landing independently on the weights' experts).
+  std::uint32_t topk_hint = 0;
+  std::uint32_t global_experts_hint = 0;
   void* workspace = nullptr;
   std::uint64_t workspace_bytes = 0;
+  // Non-null: the split-K counters live here (zero at launch: the fused layer's align clears
+  // them) and the workspace holds the partial sums only. Null: the workspace holds the partial
+  // sums and then the counters.
+  u32* counters = nullptr;
 };
 
-// The spec the request runs with on `arch` / `backend`; errors name the bad argument.
-Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& request, Arch arch, Backend backend);
+// Where the planner thinks the request's rows fall: experts busy and rows each.
+GemmWork gemm_work(const GroupedGemmRequest& request);
+
+// The spec the request runs with on `arch` / `backend` on a device of `sms` multiprocessors;
+// errors name the bad argument.
+Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& request, Arch arch, Backend backend, std::uint32_t sms);
 
 // Workspace the request needs (split-K partial sums and counters).
-Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& request, Arch arch, Backend backend);
+Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& request, Arch arch, Backend backend,
+                                             std::uint32_t sms);
 
 // A request made ready to launch: its kernel spec, the kernel's parameters (weights and
 // workspace filled in and checked) and the launch shape. `dims.grid[1]` is 0 when there are no
@@ -51,7 +65,8 @@ struct PreparedGemm {
   GroupedGemmParams params{};
   LaunchDims dims;
 };
-Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& request, Arch arch, Backend backend);
+Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& request, Arch arch, Backend backend,
+                                          std::uint32_t sms);
 
 Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& request, void* stream);
 

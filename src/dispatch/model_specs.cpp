@@ -6,6 +6,7 @@
 #include "dispatch/fused_moe_op.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "quant/formats.hpp"
+#include "spec/device_profiles.hpp"
 
 namespace moejit::dispatch {
 
@@ -40,22 +41,17 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
   r.output = const_cast<int*>(placeholder);
   r.expert_map = m.expert_parallel > 1 ? placeholder : nullptr;
 
-  // Token counts at which the tile rule changes its mind, so every reachable tile is visited.
-  std::vector<std::int32_t> token_counts = {1, static_cast<std::int32_t>(m.max_tokens)};
-  for (const auto& tile : gemm_tile_configs(arch)) {
-    const std::uint64_t tokens = (static_cast<std::uint64_t>(tile.bm) * local + m.topk - 1) / m.topk;
-    for (std::uint64_t t : {tokens, tokens + 1})
-      if (t >= 1 && t <= m.max_tokens) token_counts.push_back(static_cast<std::int32_t>(t));
-  }
-  std::sort(token_counts.begin(), token_counts.end());
+  // Every token count on every device of the target: the tile rows, columns, stages and split
+  // all depend on T and the SM count, and planning is cheap next to compiling.
   std::vector<KernelSpec> specs;
   std::unordered_set<KernelSpec, KernelSpecHash> seen;
-  for (std::int32_t t : token_counts) {
-    r.tokens = t;
-    MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(r, arch, backend));
-    for (const KernelSpec& spec : {s.align, s.up, s.down, s.reduce})
-      if (seen.insert(spec).second) specs.push_back(spec);
-  }
+  for (std::uint32_t sms : sm_counts_for(arch))
+    for (std::uint32_t t = 1; t <= m.max_tokens; ++t) {
+      r.tokens = static_cast<std::int32_t>(t);
+      MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(r, arch, backend, sms));
+      for (const KernelSpec& spec : {s.align, s.up, s.down, s.reduce})
+        if (seen.insert(spec).second) specs.push_back(spec);
+    }
   return specs;
 }
 

@@ -1,33 +1,205 @@
 #include "dispatch/tile_configs.hpp"
 
-#include <array>
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
+#include "gemm/grouped_gemm_params.cuh"
 #include "spec/arch.hpp"
+#include "spec/device_profiles.hpp"
 
 namespace moejit::dispatch {
 namespace {
 
-// 16- and 32-row tiles stream weights for decode: 4 warps side by side along N, each owning a
-// 32-column packed strip. 64- and 128-row tiles (8 warps, 2 along M) reuse each dequantized
-// weight fragment over 2-4 m16 rows for prefill; 4 warps at bm 64 would hold 128 accumulator
-// registers per thread and spill on sm_100a. bk 64 with 3-4 stages keeps 12-16 KB of weights
-// in flight per block.
-constexpr std::array kConfigs = {
-    TileConfig{16, 128, 64, 4, 4},
-    TileConfig{32, 128, 64, 4, 4},
-    TileConfig{64, 128, 64, 3, 8},
-    TileConfig{128, 128, 64, 3, 8},
+// Decode tiles (16 and 32 rows) stream weights: 4 warps side by side along N, each owning one
+// or two 32-column strips, k stages of up to 128. Prefill tiles (64 and 128 rows) reuse each
+// dequantized weight over 4 m16 rows per warp; 128 rows split 8 warps 2 x 4 so that the
+// accumulators (and the per-group sums of the f32-scaled path) stay in registers.
+struct RowsShape {
+  std::uint16_t bm, warps, max_bk;
+  std::array<std::uint16_t, 2> bns;  // candidate columns, 0: none
+};
+constexpr std::array<RowsShape, 4> kRowsShapes = {{
+    {16, 4, 128, {256, 128}},
+    {32, 4, 128, {128, 0}},
+    {64, 4, 64, {128, 0}},
+    {128, 8, 64, {128, 0}},
+}};
+
+const RowsShape& rows_shape(std::uint16_t bm) {
+  for (const auto& r : kRowsShapes)
+    if (r.bm == bm) return r;
+  return kRowsShapes.back();
+}
+
+// Weight bytes a block should keep in flight (Little's law per block: at ~70 GB/s per block
+// and ~0.7 us of memory latency, about 48 KB) when it streams weights.
+constexpr std::uint32_t kInflightTarget = 48 * 1024;
+constexpr int kMaxStages = 6;
+
+std::uint32_t scale_bytes_of(DType scale) { return scale == DType::e8m0 ? 1 : 2; }
+
+std::uint16_t pick_bk(std::uint32_t k, std::uint16_t max_bk) {
+  for (std::uint16_t bk = max_bk; bk >= 32; bk /= 2)
+    if (k % bk == 0) return bk;
+  return 32;
+}
+
+// The tile for (bm, bn) with as many stages as reach the in-flight target (decode) or three
+// (prefill), as the target's shared memory allows; stages 0 when even two do not fit.
+TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, WeightFormat weight, DType scale,
+                     std::uint32_t group, Arch arch) {
+  TileConfig t{r.bm, bn, pick_bk(k, r.max_bk), 0, r.warps};
+  const std::uint32_t stage_weights = static_cast<std::uint32_t>(bn) * t.bk / 2;
+  int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1 : 3;
+  stages = std::clamp(stages, 2, kMaxStages);
+  const std::uint32_t limit = arch_info(arch).max_shared_per_block;
+  for (; stages >= 2; --stages) {
+    const std::uint32_t bytes = gemm_shared_bytes(t.bm, t.bn, t.bk, static_cast<std::uint32_t>(stages),
+                                                  group >= t.bk ? t.bk : group, scale_bytes_of(scale),
+                                                  weight == WeightFormat::int4_asym);
+    if (bytes <= limit) break;
+  }
+  t.stages = static_cast<std::uint8_t>(stages >= 2 ? stages : 0);
+  return t;
+}
+
+// What the time model assumes of the device family: per-SM memory bandwidth and latency.
+struct DeviceRates {
+  double bytes_per_s_per_sm = 4.8e12 / 132;
+  double latency_s = 700e-9;
+};
+DeviceRates device_rates(Arch arch) {
+  DeviceRates r;
+  if (auto p = default_device_profile(arch)) {
+    r.bytes_per_s_per_sm = p->memory_bytes_per_s / p->sms;
+    r.latency_s = p->memory_latency_ns * 1e-9;
+  }
+  return r;
+}
+
+// Blocks of `t` one SM holds at once: shared memory, threads and (an estimate of) registers.
+std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arch arch) {
+  const auto& a = arch_info(arch);
+  const std::uint32_t threads = t.warps * 32u;
+  const std::uint32_t registers = t.bm <= 32 ? 128 : 224;
+  const std::uint32_t by_shared = a.shared_per_sm / (shared_bytes + 1024);
+  const std::uint32_t by_threads = a.max_threads_per_sm / threads;
+  const std::uint32_t by_registers = 65536 / (registers * threads);
+  return std::max(1u, std::min({by_shared, by_threads, by_registers}));
+}
+
+// The serial split-K reduction: each split after the first waits for its predecessor's
+// release and passes the tile's valid rows through L2.
+constexpr double kSplitStepSeconds = 1.0e-6;
+
+}  // namespace
+
+std::uint16_t pick_block_rows(double rows_per_expert) {
+  for (std::uint16_t bm : kGemmBlockRows)
+    if (rows_per_expert <= bm) return bm;
+  return kGemmBlockRows.back();
+}
+
+double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk) {
+  if (pairs <= 0 || experts == 0) return 0;
+  const double global = std::max(global_experts, experts);
+  double miss;  // probability that a given expert gets no pair
+  if (topk > 0) miss = std::pow(1.0 - std::min(1.0, topk / global), pairs / topk);
+  else miss = std::pow(1.0 - 1.0 / global, pairs);
+  const double busy = experts * (1.0 - miss);
+  return std::clamp(busy, 1.0, static_cast<double>(experts));
+}
+
+namespace {
+
+GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
+  const RowsShape& shape = rows_shape(bm);
+  const DeviceRates rates = device_rates(arch);
+  sms = std::max(sms, 1u);
+  const double busy = std::max(w.busy_experts, 1.0);
+  const double row_tiles = busy * std::ceil(std::max(w.rows_per_expert, 1.0) / shape.bm);
+  const double floor_s = busy * w.n * static_cast<double>(w.k) / 2 / (sms * rates.bytes_per_s_per_sm);
+
+  GemmPlan best{};
+  double best_s = std::numeric_limits<double>::infinity();
+  for (std::uint16_t bn : shape.bns) {
+    if (bn == 0) continue;
+    const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, arch);
+    if (tile.stages == 0) continue;
+    const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
+    const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
+                                                   scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym);
+    const double slots = static_cast<double>(sms) * blocks_per_sm(tile, shared, arch);
+    const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
+    const double stage_weights = static_cast<double>(bn) * tile.bk / 2;
+    const double block_rate = (tile.stages - 1) * stage_weights / rates.latency_s;  // Little's law
+    const std::uint32_t k_stages = w.k / tile.bk;
+    // Only decode tiles split K: prefill tiles have rows enough to fill the GPU, and the
+    // split-K workspace of the fused layer is sized for decode (fused_moe_op.cpp).
+    const std::uint32_t max_split = shape.bm <= kMaxSplitRows ? std::min<std::uint32_t>(k_stages, 64) : 1;
+    for (std::uint32_t split = 1; split <= max_split; ++split) {
+      const std::uint32_t per_split = (k_stages + split - 1) / split;
+      if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty
+      const double blocks = column_blocks * row_tiles * split;
+      const double block_s = rates.latency_s + per_split * stage_weights / block_rate;
+      const double s = std::max(floor_s, std::ceil(blocks / slots) * block_s) + (split - 1) * kSplitStepSeconds;
+      if (s < best_s * (1 - 1e-9)) {
+        best_s = s;
+        best = {tile, static_cast<std::uint16_t>(split)};
+      }
+    }
+  }
+  if (best.tile.stages == 0) best.tile = make_tile(shape, shape.bns[0], w.k, w.weight, w.scale, w.group_size, arch);
+  return best;
+}
+
+// The planner runs on every launch; a layer asks the same questions call after call, so each
+// thread remembers its last few answers (no allocation, no lock).
+struct PlanKey {
+  GemmWork work;
+  std::uint16_t bm;
+  Arch arch;
+  std::uint32_t sms;
+  bool operator==(const PlanKey& o) const {
+    return work.n == o.work.n && work.k == o.work.k && work.group_size == o.work.group_size &&
+           work.weight == o.work.weight && work.scale == o.work.scale && work.busy_experts == o.work.busy_experts &&
+           work.rows_per_expert == o.work.rows_per_expert && bm == o.bm && arch == o.arch && sms == o.sms;
+  }
 };
 
 }  // namespace
 
-std::span<const TileConfig> gemm_tile_configs(Arch) { return kConfigs; }
+GemmPlan plan_gemm(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
+  constexpr std::size_t kEntries = 8;
+  thread_local std::array<std::pair<PlanKey, GemmPlan>, kEntries> memo{};
+  thread_local std::size_t used = 0, next = 0;
+  const PlanKey key{w, bm, arch, sms};
+  for (std::size_t i = 0; i < used; ++i)
+    if (memo[i].first == key) return memo[i].second;
+  const GemmPlan plan = plan_gemm_uncached(w, bm, arch, sms);
+  memo[next] = {key, plan};
+  next = (next + 1) % kEntries;
+  used = std::max(used, next == 0 ? kEntries : next);
+  return plan;
+}
 
-TileConfig pick_gemm_tile(Arch arch, std::uint32_t rows_per_expert) {
-  auto configs = gemm_tile_configs(arch);
-  for (const auto& c : configs)
-    if (rows_per_expert <= c.bm) return c;
-  return configs.back();
+std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
+                                          std::uint32_t group_size) {
+  std::vector<TileConfig> out;
+  for (const auto& shape : kRowsShapes)
+    for (std::uint16_t bn : shape.bns)
+      if (bn != 0) {
+        const TileConfig t = make_tile(shape, bn, k, weight, scale, group_size, arch);
+        if (t.stages != 0) out.push_back(t);
+      }
+  return out;
+}
+
+KernelSpec with_plan(KernelSpec spec, const GemmPlan& plan) {
+  spec = with_tile(spec, plan.tile);
+  spec.split_k = plan.split_k;
+  return spec;
 }
 
 KernelSpec with_tile(KernelSpec spec, const TileConfig& tile) {

@@ -1,10 +1,14 @@
 #pragma once
-// The grouped-GEMM tile configurations moejit uses, and the rule that picks one from the
-// number of rows each expert sees. The set is finite on purpose: it is what warm-up compiles
-// and what the compile matrix (tests/test_gemm_compile_matrix.cpp) checks on every target.
+// How a grouped GEMM is cut into blocks: the tile (rows, columns, k per stage, stages, warps)
+// and the split of K, chosen from the problem and the device's SM count. The rows of a tile
+// come from the rows each expert sees (decode streams weights with 16-row tiles); the columns,
+// the pipeline depth and the split-K are chosen by a small time model so that every SM has
+// enough weight bytes in flight to run at the memory floor (DESIGN §10). The set of tiles is
+// finite on purpose: it is what warm-up compiles and what the compile matrix checks.
 
+#include <array>
 #include <cstdint>
-#include <span>
+#include <vector>
 
 #include "spec/kernel_spec.hpp"
 
@@ -14,16 +18,48 @@ struct TileConfig {
   std::uint16_t bm, bn, bk;
   std::uint8_t stages;
   std::uint16_t warps;
+  friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 
-// Every configuration the rule below can return for `arch`, smallest bm first.
-std::span<const TileConfig> gemm_tile_configs(Arch arch);
+// The tile rows a layer can use, smallest first; for the indexed layout they are also the
+// routing align's block size.
+inline constexpr std::array<std::uint16_t, 4> kGemmBlockRows = {16, 32, 64, 128};
 
-// The configuration for about `rows_per_expert` rows (tokens x topk / experts touched):
-// the smallest bm that covers them, so decode streams weights with 16-row tiles.
-TileConfig pick_gemm_tile(Arch arch, std::uint32_t rows_per_expert);
+// The smallest tile rows that cover `rows_per_expert` (the largest when none does).
+std::uint16_t pick_block_rows(double rows_per_expert);
 
+// What the planner knows about one grouped GEMM.
+struct GemmWork {
+  std::uint32_t n = 0, k = 0, group_size = 0;
+  WeightFormat weight = WeightFormat::none;
+  DType scale = DType::none;
+  double busy_experts = 1;     // experts expected to get rows (at least one)
+  double rows_per_expert = 1;  // rows each of them gets, on average
+};
+
+struct GemmPlan {
+  TileConfig tile{};
+  std::uint16_t split_k = 1;
+};
+
+// The tile and split for `work` with tile rows `bm` on a device of `sms` multiprocessors. Only
+// tiles of at most kMaxSplitRows rows split K.
+inline constexpr std::uint16_t kMaxSplitRows = 32;
+GemmPlan plan_gemm(const GemmWork& work, std::uint16_t bm, Arch arch, std::uint32_t sms);
+
+// The tiles plan_gemm may return for a GEMM of k `k` and weight format `weight` on `arch`
+// (every bm, bn and stage count it considers), for the compile matrix.
+std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
+                                          std::uint32_t group_size);
+
+// `spec` with the tile fields and split set.
+KernelSpec with_plan(KernelSpec spec, const GemmPlan& plan);
 // `spec` with the tile fields set from `tile` (split_k 1).
 KernelSpec with_tile(KernelSpec spec, const TileConfig& tile);
+
+// Experts among `experts` that `pairs` routed (token, expert) pairs touch on average when each
+// token picks `topk` distinct experts out of `global_experts` uniformly (expert parallelism:
+// `experts` of them are local). topk 0: pairs land independently.
+double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk);
 
 }  // namespace moejit::dispatch

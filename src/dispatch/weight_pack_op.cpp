@@ -154,7 +154,8 @@ Result<PackedSizes> packed_sizes(const WeightSourceDesc& d) {
   const std::uint64_t groups = d.k / d.group_size;
   PackedSizes s;
   s.qweight = packed_weight_bytes(d.experts, d.n, d.k);
-  s.scales = static_cast<std::uint64_t>(d.experts) * groups * d.n * (d.scale == DType::e8m0 ? 1 : 2);
+  s.scales = packed_scale_bytes(d.format == WeightFormat::mxfp4, d.experts, d.n, d.k, d.group_size,
+                                d.scale == DType::e8m0 ? 1 : 2);
   s.zeros = d.format == WeightFormat::int4_asym ? static_cast<std::uint64_t>(d.experts) * groups * d.n : 0;
   s.bias = bytes.bias;
   return s;

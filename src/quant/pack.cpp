@@ -1,5 +1,6 @@
 // Logical weights -> moejit's packed layout.
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -39,14 +40,57 @@ Status check_pack_shape(const WeightShape& shape, RowOrder rows) {
 
 namespace {
 
+// Where code bit b of fragment element e lives in a packed word (gemm/grouped_gemm_params.cuh).
+u32 word_bit(WeightFormat format, u32 e, u32 b) {
+  return format == WeightFormat::mxfp4 ? e2m1_word_bit(e, b) : 4 * int4_nibble_of_element(e) + b;
+}
+
+// MXFP4: gives every block whose codes are all zero (+0 or -0) and whose scale is finite the
+// expert's largest finite scale byte (127 if it has none), so that such blocks, zero whatever
+// their scale, never widen the expert's range; returns the range (smallest | largest << 8) over
+// the other blocks (127 | 127 << 8 when there are none). A NaN scale (0xFF) is kept, and makes
+// the largest 0xFF.
+u32 canonicalize_mxfp4_scales(const WeightShape& s, const ExpertView& v, std::vector<u8>& expert_scales) {
+  const u32 groups = s.k / 32;
+  auto zero_block = [&](u32 row, u32 group) {
+    const u8* codes = v.codes + static_cast<u64>(row) * s.k + 32 * group;
+    for (u32 i = 0; i < 32; ++i)
+      if ((codes[i] & 0x7) != 0) return false;
+    return true;
+  };
+  auto canonical = [&](u32 row, u32 group) {
+    return expert_scales[static_cast<u64>(row) * groups + group] != 0xff && zero_block(row, group);
+  };
+  u32 smallest = 0xff, largest = 0, largest_finite = 0;
+  bool any = false, any_finite = false;
+  for (u32 row = 0; row < s.n; ++row)
+    for (u32 group = 0; group < groups; ++group) {
+      if (canonical(row, group)) continue;
+      const u8 byte = expert_scales[static_cast<u64>(row) * groups + group];
+      any = true;
+      smallest = std::min<u32>(smallest, byte);
+      largest = std::max<u32>(largest, byte);
+      if (byte != 0xff) {
+        any_finite = true;
+        largest_finite = std::max<u32>(largest_finite, byte);
+      }
+    }
+  const u8 fill = static_cast<u8>(any_finite ? largest_finite : 127);
+  for (u32 row = 0; row < s.n; ++row)
+    for (u32 group = 0; group < groups; ++group)
+      if (canonical(row, group)) expert_scales[static_cast<u64>(row) * groups + group] = fill;
+  if (!any) smallest = largest = 127;
+  return smallest | largest << 8;
+}
+
 // Writes expert `e` of `out` from one expert's logical tensors.
 void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, const ExpertView& v, u32 e,
                  PackedWeights& out) {
-  const NibbleOrder order =
-      s.format == WeightFormat::mxfp4 ? NibbleOrder::e2m1_pairs_2q : NibbleOrder::int4_pairs_p_p4;
-  u32 k_of[32][8];
+  u32 k_of[32][8], bit_of[8][4];
   for (u32 lane = 0; lane < 32; ++lane)
-    for (u32 p = 0; p < 8; ++p) k_of[lane][p] = packed_k_of_nibble(order, lane, p);
+    for (u32 el = 0; el < 8; ++el) k_of[lane][el] = packed_k_of_element(lane, el);
+  for (u32 el = 0; el < 8; ++el)
+    for (u32 b = 0; b < 4; ++b) bit_of[el][b] = word_bit(s.format, el, b);
 
   for (u32 nt = 0; nt < s.n / kTileN; ++nt) {
     for (u32 kt = 0; kt < s.k / kTileK; ++kt) {
@@ -56,7 +100,10 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
           const u32 column = kTileN * nt + 8 * w + lane / 4;
           const u8* src = v.codes + static_cast<u64>(row_of_column[column]) * s.k + kTileK * kt;
           u32 word = 0;
-          for (u32 p = 0; p < 8; ++p) word |= static_cast<u32>(src[k_of[lane][p]] & 0xF) << (4 * p);
+          for (u32 el = 0; el < 8; ++el) {
+            const u32 code = src[k_of[lane][el]] & 0xF;
+            for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << bit_of[el][b];
+          }
           std::memcpy(tile + 16 * lane + 4 * w, &word, 4);
         }
       }
@@ -64,11 +111,20 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
   }
 
   const u32 groups = s.k / s.group_size, bytes = scale_bytes(s.scale_dtype);
+  std::vector<u8> e8m0;  // MXFP4: the expert's scale bytes, canonicalized
+  const u16* scales = v.scales;
+  if (s.format == WeightFormat::mxfp4) {
+    e8m0.resize(static_cast<u64>(s.n) * groups);
+    for (std::size_t i = 0; i < e8m0.size(); ++i) e8m0[i] = static_cast<u8>(v.scales[i]);
+    const u32 range = canonicalize_mxfp4_scales(s, v, e8m0);
+    std::memcpy(&out.scales[mxfp4_scale_range_offset(s.experts, s.n, s.k) + 4 * static_cast<u64>(e)], &range, 4);
+  }
   for (u32 g = 0; g < groups; ++g) {
     for (u32 column = 0; column < s.n; ++column) {
       const u64 from = static_cast<u64>(row_of_column[column]) * groups + g;
       const u64 to = scale_index(e, s.n, s.k, s.group_size, column, static_cast<u64>(g) * s.group_size);
-      std::memcpy(&out.scales[to * bytes], &v.scales[from], bytes);  // little-endian: the low byte first
+      if (s.format == WeightFormat::mxfp4) out.scales[to] = e8m0[from];
+      else std::memcpy(&out.scales[to * bytes], &scales[from], bytes);  // little-endian: the low byte first
       if (v.zeros != nullptr) out.zeros[to] = v.zeros[from];
     }
   }
@@ -92,7 +148,9 @@ Result<PackedWeights> pack_experts(const WeightShape& shape, const PackOptions& 
   const u64 group_count = static_cast<u64>(shape.experts) * (shape.k / shape.group_size) * shape.n;
   // Value-initialized: any byte the layout does not assign (none today) is zero, never garbage.
   out.qweight.assign(packed_weight_bytes(shape.experts, shape.n, shape.k), 0);
-  out.scales.assign(group_count * scale_bytes(shape.scale_dtype), 0);
+  out.scales.assign(packed_scale_bytes(shape.format == WeightFormat::mxfp4, shape.experts, shape.n, shape.k,
+                                      shape.group_size, scale_bytes(shape.scale_dtype)),
+                    0);
   if (shape.format == WeightFormat::int4_asym) out.zeros.assign(group_count, 0);
 
   std::vector<u32> row_of_column(shape.n);

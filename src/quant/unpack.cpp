@@ -24,34 +24,41 @@ Result<QuantizedWeights> unpack(const PackedWeights& packed, RowOrder rows) {
   if (packed.qweight.size() != qweight_bytes)
     return error(Code::invalid_argument, "qweight has {} bytes: expected E*N*K/2 = {}", packed.qweight.size(),
                  qweight_bytes);
-  if (packed.scales.size() != group_count * scale_bytes(packed.scale_dtype))
-    return error(Code::invalid_argument, "scales has {} bytes: expected E*(K/G)*N*{} = {}", packed.scales.size(),
-                 scale_bytes(packed.scale_dtype), group_count * scale_bytes(packed.scale_dtype));
+  const u64 scales_bytes = packed_scale_bytes(packed.format == WeightFormat::mxfp4, packed.experts, packed.n,
+                                              packed.k, packed.group_size, scale_bytes(packed.scale_dtype));
+  if (packed.scales.size() != scales_bytes)
+    return error(Code::invalid_argument, "scales has {} bytes: expected {} (E*(K/G)*N*{}{})", packed.scales.size(),
+                 scales_bytes, scale_bytes(packed.scale_dtype),
+                 packed.format == WeightFormat::mxfp4 ? ", 16-byte aligned, then 4 per expert" : "");
   const u64 expected_zeros = packed.format == WeightFormat::int4_asym ? group_count : 0;
   if (packed.zeros.size() != expected_zeros)
     return error(Code::invalid_argument, "zeros has {} bytes: expected {}", packed.zeros.size(), expected_zeros);
 
   QuantizedWeights w = make_quantized_weights(packed.format, packed.group_size, packed.scale_dtype,
                                               packed.experts, packed.n, packed.k);
-  const NibbleOrder order =
-      packed.format == WeightFormat::mxfp4 ? NibbleOrder::e2m1_pairs_2q : NibbleOrder::int4_pairs_p_p4;
-  // Inverse of packed_k_of_nibble for each lane residue t = lane % 4: which nibble holds k % 32.
-  u32 lane_t_of[kTileK], nibble_of[kTileK];
+  // Inverse of packed_k_of_element for each lane residue t = lane % 4: which element holds k % 32;
+  // and where each of its code bits sits in the word.
+  u32 lane_t_of[kTileK], element_of[kTileK];
   for (u32 t = 0; t < 4; ++t)
-    for (u32 p = 0; p < 8; ++p) {
-      const u32 kk = packed_k_of_nibble(order, t, p);
+    for (u32 el = 0; el < 8; ++el) {
+      const u32 kk = packed_k_of_element(t, el);
       lane_t_of[kk] = t;
-      nibble_of[kk] = p;
+      element_of[kk] = el;
     }
+  const bool mxfp4 = packed.format == WeightFormat::mxfp4;
+  auto code_bit = [&](u32 el, u32 b) { return mxfp4 ? e2m1_word_bit(el, b) : 4 * int4_nibble_of_element(el) + b; };
 
   for (u32 e = 0; e < packed.experts; ++e) {
     for (u32 row = 0; row < packed.n; ++row) {
       const u32 column = packed_column_of_row(row, packed.n, rows);
       const u32 nt = column / kTileN, w_index = (column % kTileN) / 8, g = column % 8;
       for (u32 kk = 0; kk < packed.k; ++kk) {
-        const u32 kt = kk / kTileK, lane = 4 * g + lane_t_of[kk % kTileK], p = nibble_of[kk % kTileK];
-        const u64 byte = packed_tile_offset(e, packed.n, packed.k, nt, kt) + 16 * lane + 4 * w_index + p / 2;
-        w.codes[w.code_index(e, row, kk)] = static_cast<u8>((packed.qweight[byte] >> (4 * (p % 2))) & 0xF);
+        const u32 kt = kk / kTileK, lane = 4 * g + lane_t_of[kk % kTileK], el = element_of[kk % kTileK];
+        u32 word;
+        std::memcpy(&word, &packed.qweight[packed_tile_offset(e, packed.n, packed.k, nt, kt) + 16 * lane + 4 * w_index], 4);
+        u8 code = 0;
+        for (u32 b = 0; b < 4; ++b) code |= static_cast<u8>(((word >> code_bit(el, b)) & 1u) << b);
+        w.codes[w.code_index(e, row, kk)] = code;
       }
       for (u32 group = 0; group < groups; ++group) {
         const u64 to = w.group_index(e, row, group);

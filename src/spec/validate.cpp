@@ -95,11 +95,15 @@ Status validate_grouped_gemm(const KernelSpec& s) {
   MOEJIT_TRY(check_pow2("bm", s.bm, 16, 128, op));
   MOEJIT_TRY(check_pow2("bn", s.bn, 32, 256, op));
   MOEJIT_TRY(check_pow2("bk", s.bk, 32, 128, op));
+  if (s.k % s.bk != 0)
+    return error(Code::invalid_argument, "field 'bk' = {}: does not divide k = {}; expected a bk that does (the k loop runs whole stages)",
+                 s.bk, s.k);
   MOEJIT_TRY(check_range("stages", s.stages, 2, 6, op));
   MOEJIT_TRY(check_pow2("warps", s.warps, 1, 8, op));
   MOEJIT_TRY(check_range("split_k", s.split_k, 1, 64, op));
-  if (s.split_k > s.k / 32)
-    return error(Code::invalid_argument, "field 'split_k' = {}: expected at most k / 32 = {} splits", s.split_k, s.k / 32);
+  if (s.split_k > s.k / s.bk)
+    return error(Code::invalid_argument, "field 'split_k' = {}: expected at most k / bk = {} splits (splits are whole stages)",
+                 s.split_k, s.k / s.bk);
   return {};
 }
 

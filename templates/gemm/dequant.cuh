@@ -1,69 +1,142 @@
 #pragma once
-// 4-bit weights to mma B-fragment registers, and scales to f32. One packed word (8 nibbles, one
-// column, see gemm/grouped_gemm_params.cuh) becomes four bf16x2 or f16x2 registers:
-// {step 0: b0, b1}, {step 1: b0, b1} of two m16n8k16 mma's. Values come out unscaled (E2M1
-// values, or INT4 q - z as small exact integers); scales are applied to f32 partial sums.
+// 4-bit weights to mma B-fragment registers, and the scale operands that go with them. One
+// packed word (8 elements of one column, gemm/grouped_gemm_params.cuh) becomes four bf16x2 or
+// f16x2 registers: {step 0: b0, b1}, {step 1: b0, b1} of two m16n8k16 mma's. The layout is
+// built so that each register costs one to three integer operations; what is rounded where is
+// in templates/README.md ("Numerics of the grouped GEMM").
 
 #include "common/bits.cuh"
 #include "common/half2.cuh"
 #include "common/numeric.cuh"
+#include "gemm/grouped_gemm_params.cuh"
 
 namespace moejit::gemm {
 
 enum class Half : u32 { bf16, f16 };
 
-// INT4 (NibbleOrder::int4_pairs_p_p4): register r holds (nibble r, nibble r + 4) as
-// (low half, high half). The exponent trick: OR-ing a nibble into the mantissa of 128.0 (bf16
-// 0x4300, ulp 1) or 1024.0 (f16 0x6400, ulp 1) gives 128 + q or 1024 + q exactly; one fma then
-// subtracts the magic plus the zero point, leaving q - z exactly.
+// ---- E2M1 (MXFP4 elements) ----------------------------------------------------------------
+// The bits of each element are placed where a 16-bit float wants them (e2m1_word_bit): E1 E0
+// land in the two lowest exponent bits and M in the highest mantissa bit, so the register holds
+// the E2M1 value times 2^-126 as a bf16 (times 2^-14 as an f16), subnormal codes (0, +-0.5)
+// included. One multiply by a scale operand (below) restores the value with its block scale.
+
+// Power of two the raw E2M1 registers are scaled by (value = register * 2^-kE2m1Exponent).
 template <Half kHalf>
-MOEJIT_DEVICE void dequant_int4(u32 word, u32 zero_point, u32 (&out)[4]) {
+inline constexpr int kE2m1Exponent = kHalf == Half::bf16 ? 126 : 14;
+
+template <Half kHalf>
+MOEJIT_DEVICE void e2m1_registers(u32 word, u32 (&out)[4]) {
   using namespace moejit::prim;
-  constexpr u32 magic = kHalf == Half::bf16 ? 0x43004300u : 0x64006400u;
-  constexpr u32 one = kHalf == Half::bf16 ? 0x3f803f80u : 0x3c003c00u;
-  constexpr float magic_value = kHalf == Half::bf16 ? 128.0f : 1024.0f;
-  const float offset = -(magic_value + static_cast<float>(zero_point));
-  const u32 neg = kHalf == Half::bf16 ? pack_bf16x2(offset, offset) : pack_f16x2(offset, offset);
-  for (u32 r = 0; r < 4; ++r) {
-    const u32 biased = lop3<kLutAndOr>(word >> (4 * r), 0x000f000fu, magic);
-    out[r] = kHalf == Half::bf16 ? fma_bf16x2(biased, one, neg) : fma_f16x2(biased, one, neg);
+  out[0] = word & kE2m1RegisterMask;
+  out[1] = rotr(word, kE2m1Rotation[1]) & kE2m1RegisterMask;
+  out[2] = rotr(word, kE2m1Rotation[2]) & kE2m1RegisterMask;
+  // The bits left over are scattered by one multiply: the three shifted copies do not overlap,
+  // so the sum is their OR.
+  out[3] = ((word & kE2m1GatherMask) * kE2m1GatherMultiplier) & kE2m1RegisterMask;
+  if constexpr (kHalf == Half::f16) {
+    // bf16 fields (E1 E0 M at bits 8..6) to f16 fields (bits 11..9): the magnitude bits times 8.
+    for (u32 q = 0; q < 4; ++q) out[q] += 7u * (out[q] & 0x01c001c0u);
   }
 }
 
-// E2M1 (NibbleOrder::e2m1_pairs_2q): register q holds (nibble 2q, nibble 2q + 1). Magnitudes come
-// from byte tables indexed by the nibble's low 3 bits with prmt; the sign bit (nibble bit 3)
-// becomes bit 15 of its half.
-template <Half kHalf>
-MOEJIT_DEVICE void dequant_e2m1(u32 word, u32 (&out)[4]) {
+// ---- E8M0 scales ----------------------------------------------------------------------------
+// E8M0 byte s -> 2^(s - 127) as f32; 0x00 is 2^-127 (an f32 subnormal), 0xFF is NaN.
+// Written as selects, not branches: the accumulator path converts every scale of a group.
+MOEJIT_DEVICE float e8m0_to_f32(u32 s) {
   using namespace moejit::prim;
-  // Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6. bf16: 0x0000 0x3f00 0x3f80 0x3fc0 0x4000 0x4040
-  // 0x4080 0x40c0; f16: 0x0000 0x3800 0x3c00 0x3e00 0x4000 0x4200 0x4400 0x4600 (low bytes 0).
-  constexpr u32 lo0 = 0xc0800000u, lo1 = 0xc0804000u;
-  constexpr u32 hi0 = kHalf == Half::bf16 ? 0x3f3f3f00u : 0x3e3c3800u;
-  constexpr u32 hi1 = kHalf == Half::bf16 ? 0x40404040u : 0x46444240u;
-  for (u32 h = 0; h < 2; ++h) {
-    const u32 nibbles = word >> (16 * h);  // nibbles 4h .. 4h + 3 in bits 0..15
-    const u32 sel = nibbles & 0x7777u;
-    const u32 signs = nibbles & 0x8888u;  // only these four bits, so the shifts below stay clean
-    const u32 hi = prmt(hi0, hi1, sel);
-    const u32 lo = kHalf == Half::bf16 ? prmt(lo0, lo1, sel) : 0u;
-    for (u32 q = 0; q < 2; ++q) {
-      // Bytes (lo, hi) of nibble 2q and of nibble 2q + 1.
-      const u32 value = prmt(lo, hi, q == 0 ? 0x5140u : 0x7362u);
-      // Sign bits of nibbles 2q (bit 8q + 3) and 2q + 1 (bit 8q + 7) to bits 15 and 31.
-      const u32 t = signs >> (8 * q);
-      const u32 sign = lop3<(kLopA | kLopB) & kLopC>(t << 12, t << 24, 0x80008000u);
-      out[2 * h + q] = value | sign;
+  const u32 bits = s == 0 ? 0x00400000u : s == 0xff ? 0x7fffffffu : s << 23;
+  return twin::f32_from_bits(bits);
+}
+
+// An expert's scales go onto the B fragment (one packed multiply per register, folding in the
+// 2^kE2m1Exponent of the raw registers) when every product stays exact: no NaN scale, and the
+// expert's scale bytes span at most kFragmentScaleSpan binades so that with the fixed offset
+// 2^(s_max - 128), applied to the f32 results, every dequantized weight is a normal bf16/f16
+// and every scale operand is representable. Otherwise the expert takes the accumulator path
+// (products of the exact E2M1 values summed per block and scaled in f32), which is exact for
+// every byte. `range` is the expert's u32 from the packed scales (grouped_gemm_params.cuh).
+template <Half kHalf>
+inline constexpr u32 kFragmentScaleSpan = kHalf == Half::bf16 ? 64 : 14;
+
+struct ExpertScaleRange {
+  u32 smallest, largest;
+};
+MOEJIT_DEVICE ExpertScaleRange expert_scale_range(u32 range) { return {range & 0xffu, (range >> 8) & 0xffu}; }
+
+template <Half kHalf>
+MOEJIT_DEVICE bool fragment_scales_exact(ExpertScaleRange r) {
+  return r.largest < 0xff && r.largest >= 2 && r.smallest <= r.largest &&
+         r.largest - r.smallest <= kFragmentScaleSpan<kHalf>;
+}
+
+// The scale operand of byte s is 2^(s - 127 + kE2m1Exponent - (s_max - 128)), i.e. the exponent
+// field s + 254 - s_max (bf16) or s + 30 - s_max (f16). `spread` holds s in bytes 0 and 2
+// ([s, 0, s, 0]: both halves of a B register are the same column); one integer multiply-add
+// moves it into both exponent fields and adds the expert's constant, computed here once.
+template <Half kHalf>
+MOEJIT_DEVICE u32 fragment_scale_addend(ExpertScaleRange r) {
+  const int field_offset = kHalf == Half::bf16 ? 254 - static_cast<int>(r.largest) : 30 - static_cast<int>(r.largest);
+  const u32 per_half = static_cast<u32>(field_offset) << (kHalf == Half::bf16 ? 7 : 10);
+  return per_half * 0x10001u;  // two's complement: each half's total stays in range (see above)
+}
+template <Half kHalf>
+MOEJIT_DEVICE u32 fragment_scale(u32 spread, u32 addend) {
+  return spread * (kHalf == Half::bf16 ? 128u : 1024u) + addend;
+}
+// What the f32 results of a fragment-scaled expert are multiplied by: 2^(s_max - 128).
+MOEJIT_DEVICE float fragment_scale_offset(ExpertScaleRange r) {
+  return prim::twin::f32_from_bits((r.largest - 1) << 23);
+}
+// The accumulator path's constant operand: 2^kE2m1Exponent in both halves (exact E2M1 values).
+template <Half kHalf>
+inline constexpr u32 kE2m1Unscale = kHalf == Half::bf16 ? 0x7e807e80u /* 2^126 */ : 0x74007400u /* 2^14 */;
+
+// ---- INT4 -----------------------------------------------------------------------------------
+// Register q holds nibbles (q, q + 4). OR-ing a nibble into the mantissa of 128.0 (bf16 0x4300,
+// ulp 1) or 1024.0 (f16 0x6400, ulp 1) gives 128 + v or 1024 + v exactly; an f16 nibble taken
+// in place at bits 4..7 gives 1024 + 16 v (still exact), which saves a shift. One fma then
+// subtracts the bias and the zero point: q - z exactly, a small integer.
+struct Int4Offsets {
+  u32 low, high;  // added to registers 0, 2 (low) and 1, 3 (high): -(bias + z) in both halves
+};
+
+// The offsets for zero point z; `spread` holds z in bytes 0 and 2 ([z, 0, z, 0]).
+template <Half kHalf>
+MOEJIT_DEVICE Int4Offsets int4_offsets(u32 spread) {
+  if constexpr (kHalf == Half::bf16) {
+    const u32 v = spread | 0xc300c300u;  // -(128 + z): exponent of 128, mantissa z
+    return {v, v};
+  } else {
+    // -(1024 + z) for nibbles at bits 0..3; -(64 + z) for those at bits 4..7, scaled by 1/16.
+    return {spread | 0xe400e400u, (spread << 4) | 0xd400d400u};
+  }
+}
+
+template <Half kHalf>
+MOEJIT_DEVICE void int4_registers(u32 word, Int4Offsets z, u32 (&out)[4]) {
+  using namespace moejit::prim;
+  if constexpr (kHalf == Half::bf16) {
+    constexpr u32 magic = 0x43004300u, one = 0x3f803f80u;
+    for (u32 q = 0; q < 4; ++q) {
+      const u32 biased = lop3<kLutAndOr>(q == 0 ? word : word >> (4 * q), 0x000f000fu, magic);
+      out[q] = fma_bf16x2(biased, one, q % 2 == 0 ? z.low : z.high);
+    }
+  } else {
+    constexpr u32 magic = 0x64006400u, one = 0x3c003c00u, sixteenth = 0x2c002c00u;
+    for (u32 pair = 0; pair < 2; ++pair) {
+      const u32 x = pair == 0 ? word : word >> 8;
+      const u32 low = lop3<kLutAndOr>(x, 0x000f000fu, magic);   // 1024 + v
+      const u32 high = lop3<kLutAndOr>(x, 0x00f000f0u, magic);  // 1024 + 16 v
+      out[2 * pair] = fma_f16x2(low, one, z.low);
+      out[2 * pair + 1] = fma_f16x2(high, sixteenth, z.high);
     }
   }
 }
 
-// E8M0 byte s -> 2^(s - 127) as f32; 0x00 is 2^-127 (an f32 subnormal), 0xFF is NaN.
-MOEJIT_DEVICE float e8m0_to_f32(u32 s) {
-  using namespace moejit::prim;
-  if (s == 0) return twin::f32_from_bits(0x00400000u);
-  if (s == 0xff) return twin::f32_from_bits(0x7fffffffu);
-  return twin::f32_from_bits(s << 23);
+// Spread byte `w` (0..3) of `bytes` into bytes 0 and 2: [b, 0, b, 0].
+MOEJIT_DEVICE u32 spread_byte(u32 bytes, u32 w) {
+  // prmt selector: result byte i = byte sel_i of {0 (bytes 4..7), bytes}; 4 selects a zero.
+  return prim::prmt(bytes, 0u, 0x4040u | w | (w << 8));
 }
 
 }  // namespace moejit::gemm

@@ -3,25 +3,34 @@
 // C = epilogue(A * W_e^T), A in bf16/f16, W_e MXFP4 or INT4 in moejit's packed layout
 // (gemm/grouped_gemm_params.cuh, templates/README.md).
 //
-// One block computes a BM x BN tile of C for one expert. A multi-stage cp.async pipeline
-// streams the block's A rows (gathered per the MoE layout, zero-filled past the valid rows) and
-// its packed weight tiles into shared memory; each warp owns a WM x WN sub-tile, reads A
-// fragments with ldmatrix (XOR-swizzled rows: conflict-free), reads its weight tiles with one
-// 16-byte shared load per lane (512 contiguous bytes per warp: conflict-free), dequantizes them
-// in registers straight into B fragments, and accumulates each scale group's unscaled products
-// in f32 before multiplying by the group's scale in f32 (exact for E8M0, one rounding for
-// bf16/f16 scales). Split-K is serial across the splits of a tile, so sums are bitwise
-// reproducible.
+// One block computes a BM x BN tile of C for one expert over a range of whole k stages (its
+// split). A multi-stage cp.async pipeline streams the block's A rows (gathered per the MoE
+// layout) and its packed weight strips into shared memory; every thread's copy addresses are
+// computed once and advanced by a constant per stage. Each warp owns WM x WN of the tile, reads
+// A fragments with ldmatrix (XOR-swizzled rows: conflict-free) and its weights with one 16-byte
+// shared load per lane per 32 x 32 tile, and dequantizes them in registers into B fragments
+// (gemm/dequant.cuh): a few integer operations per register.
+//
+// Scales. MXFP4 experts whose scale bytes span a modest range (the packer records each
+// expert's smallest and largest byte) get their E8M0 scales folded into the B fragments: one
+// packed multiply per register, which also undoes the raw registers' 2^-126, exact because
+// every scale is a power of two; the f32 results are multiplied by the expert's fixed offset
+// in the epilogue. Every other expert (NaN or extreme scale bytes), and every INT4 weight, sums
+// each scale group's products in f32 and multiplies them by the group's scale in f32, exact for
+// E8M0 and one rounding for bf16/f16 scales (per-channel scales: once at the end).
+// Split-K is serial across the splits of a tile, in split order, so sums are bitwise
+// reproducible; splits are whole stages.
 //
 // Spec (generated): weight, scale, act, out, layout, epilogue, n, k, experts, group, bm, bn,
 // bk, stages, warps, warps_m, split_k, pinned_m.
 
+#include "common/atomic.cuh"
 #include "common/cp_async.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/ldmatrix.cuh"
 #include "common/math.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
-#include "common/atomic.cuh"
 #include "common/sync.cuh"
 #include "common/warp.cuh"
 #include "gemm/dequant.cuh"
@@ -35,8 +44,9 @@ struct GemmShape {
   static constexpr u32 kWarps = Spec::warps, kThreads = kWarps * 32;
   static constexpr u32 kWarpsM = Spec::warps_m, kWarpsN = kWarps / kWarpsM;
   static constexpr u32 WM = BM / kWarpsM, WN = BN / kWarpsN;
-  static constexpr u32 kMTiles = WM / 16, kN8 = WN / 8, kN32 = WN / 32;
-  static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group, kKTiles = K / 32;
+  static constexpr u32 kMTiles = WM / 16, kN8 = WN / 8, kN32 = WN / 32, kK32 = BK / 32;
+  static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
+  static constexpr u32 kKStages = K / BK;  // stages of the whole K; a split takes a run of them
   static constexpr bool kAsym = Spec::weight == gemm_enum::int4_asym;
   static constexpr bool kMxfp4 = Spec::weight == gemm_enum::mxfp4;
   static constexpr u32 kScaleBytes = Spec::scale == gemm_enum::e8m0 ? 1 : 2;
@@ -47,13 +57,23 @@ struct GemmShape {
   static constexpr bool kActAndMul =
       Spec::epilogue == gemm_enum::silu_and_mul || Spec::epilogue == gemm_enum::swiglu_oai;
   static constexpr gemm::Half kHalf = Spec::act == gemm_enum::bf16 ? gemm::Half::bf16 : gemm::Half::f16;
+  static constexpr bool kPartialN = N % BN != 0;  // the last column block has strips past N
+
+  // Copies per stage in 16-byte chunks, and per thread.
+  static constexpr u32 kAChunks = BM * BK / 8, kBChunks = BN * BK / 32;
+  static constexpr u32 kSChunks = kSBytes / 16, kZChunks = kZBytes / 16;
+  static constexpr u32 kAPerThread = (kAChunks + kThreads - 1) / kThreads;
+  static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
   static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym));
   static_assert(kWarps % kWarpsM == 0 && BM % kWarpsM == 0 && BN % kWarpsN == 0);
-  static_assert(WM % 16 == 0 && WN % 32 == 0, "warp tiles are whole m16 rows and n32 packed tiles");
-  static_assert(BK % 32 == 0 && N % 32 == 0 && K % 32 == 0);
-  static_assert(G % 32 == 0 && (G >= BK ? true : BK % G == 0));
+  static_assert(WM % 16 == 0 && WN % 32 == 0, "warp tiles are whole m16 rows and n32 packed strips");
+  static_assert(BK % 32 == 0 && N % 32 == 0 && K % BK == 0, "stages are whole 32-k tiles and divide K");
+  static_assert(G % 32 == 0 && (G >= BK ? G % BK == 0 || G == K : BK % G == 0));
   static_assert(kStages >= 2);
+  static_assert((kBChunks % kThreads == 0 || kBChunks < kThreads) && (kThreads % BK == 0 || BK % kThreads == 0),
+                "weight chunks split evenly over the threads, at constant offsets");
+  static_assert(kSChunks <= kThreads && kZChunks <= kThreads && kSBytes % 16 == 0);
 };
 
 // A-tile rows are BK 16-bit elements = BK / 8 chunks of 16 bytes; chunk c of row r is stored at
@@ -61,14 +81,6 @@ struct GemmShape {
 template <u32 BK>
 MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
   return BK == 32 ? chunk ^ ((row / 2) % 4) : chunk ^ (row % 8);
-}
-
-template <class Spec>
-MOEJIT_DEVICE float load_scale(const u8* s) {
-  if constexpr (Spec::scale == gemm_enum::e8m0) return gemm::e8m0_to_f32(*s);
-  const u16 bits = static_cast<u16>(s[0] | s[1] << 8);
-  if constexpr (Spec::scale == gemm_enum::bf16) return prim::bf16_to_f32(bits);
-  return prim::f16_to_f32(bits);
 }
 
 template <class Spec>
@@ -92,193 +104,220 @@ MOEJIT_DEVICE void store_pair(const GroupedGemmParams& p, i64 row, u32 col, floa
   }
 }
 
+template <gemm::Half kHalf>
+MOEJIT_DEVICE void mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const float (&c)[4]) {
+  if constexpr (kHalf == gemm::Half::bf16) prim::mma_m16n8k16_bf16(d, a, b, c);
+  else prim::mma_m16n8k16_f16(d, a, b, c);
+}
+
+// f32 values of two 16-bit scales packed in a word (low half first).
 template <class Spec>
-MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(GroupedGemmParams p) {
+MOEJIT_DEVICE void unpack_scale_pair(u32 bits, float& lo, float& hi) {
+  if constexpr (Spec::scale == gemm_enum::bf16) {
+    lo = prim::twin::f32_from_bits(bits << 16);
+    hi = prim::twin::f32_from_bits(bits & 0xffff0000u);
+  } else {
+    lo = prim::f16_to_f32(static_cast<u16>(bits));
+    hi = prim::f16_to_f32(static_cast<u16>(bits >> 16));
+  }
+}
+
+// What the block knows before its main loop: which expert and rows, which stages.
+struct TileWork {
+  i32 expert;
+  u32 n0;            // first packed column of the block
+  u32 stage_begin;   // this split's stages [stage_begin, stage_end) of K / BK
+  u32 stage_end;
+  u32 scale_range;   // MXFP4: the expert's scale-byte range (grouped_gemm_params.cuh)
+};
+
+// The main loop, the split-K reduction and the epilogue of one block. kFragmentScales: MXFP4
+// scales folded into the B fragments (the expert's range allows it); else scaled in f32 per
+// group.
+template <class Spec, bool kFragmentScales>
+MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, unsigned char* smem) {
   using namespace moejit::prim;
   using S = GemmShape<Spec>;
-  constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK;
-
-  unsigned char* smem = dynamic_shared();
-  i64* a_offset = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
-  i64* c_row = a_offset + BM;                                                   // -1: not written
+  constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, T = S::kThreads;
+  static_assert(!kFragmentScales || S::kMxfp4);
+  const i64* a_offset = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
+  const i64* c_row = a_offset + BM;                                                         // -1: not written
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id();
   const u32 warp_m = warp / S::kWarpsN, warp_n = warp % S::kWarpsN;
   const u32 g = lane / 4, t = lane % 4;
-  const u32 n0 = block_x() * BN;  // packed column of the block
-  const i32 m = Spec::pinned_m > 0 ? Spec::pinned_m : p.m;
+  const u32 stages = work.stage_end - work.stage_begin;
 
-  // ---- Which expert and rows this block owns (block-uniform; early exits precede barriers) ----
-  i32 expert;
-  if constexpr (Spec::layout == gemm_enum::indexed) {
-    const u32 tile = block_y();
-    if (static_cast<i64>(tile) * BM >= *p.num_tokens_post_pad) return;
-    expert = p.expert_ids[tile];
-    if (expert < 0) return;
-    for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 id = p.sorted_token_ids[tile * BM + r];
-      const bool valid = id >= 0 && id < m;
-      a_offset[r] = valid ? static_cast<i64>(id / p.a_row_divisor) * p.lda : -1;
-      c_row[r] = valid ? id : -1;
-    }
-  } else if constexpr (Spec::layout == gemm_enum::contiguous) {
-    // Tile y is the y-th BM-row tile counting experts in order; every warp finds it.
-    const u32 tile = block_y();
-    u32 before = 0;  // tiles of the experts already passed
-    i32 local = -1;
-    expert = -1;
-    for (u32 base = 0; base < Spec::experts && expert < 0; base += 32) {
-      const u32 e = base + lane;
-      u32 tiles = 0;
-      if (e < Spec::experts) {
-        const i32 rows = p.expert_offsets[e + 1] - p.expert_offsets[e];
-        tiles = rows > 0 ? (static_cast<u32>(rows) + BM - 1) / BM : 0;
-      }
-      const u32 inclusive = warp_inclusive_sum(tiles);
-      const u32 hit = ballot(tile < before + inclusive);
-      if (hit != 0) {
-        const u32 first = lowest_set_bit(hit);
-        expert = static_cast<i32>(base + first);
-        const u32 exclusive_first = shfl_idx(inclusive - tiles, first);
-        local = static_cast<i32>(tile - before - exclusive_first);
-      }
-      before += shfl_idx(inclusive, 31);
-    }
-    if (expert < 0) return;
-    const i32 row0 = p.expert_offsets[expert] + local * static_cast<i32>(BM);
-    const i32 row_end = p.expert_offsets[expert + 1];
-    for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 row = row0 + static_cast<i32>(r);
-      a_offset[r] = row < row_end ? row * p.lda : -1;
-      c_row[r] = row < row_end ? row : -1;
-    }
+  // ---- Copy addresses: computed once, advanced by a constant per stage ----
+  // B: the stage's weights are BN / 32 runs (one per strip) of BK chunks of 16 bytes; thread
+  // tid copies chunks tid + i * T, whose strip and offset split into a per-thread part and a
+  // compile-time part.
+  const u8* b_src = p.b + static_cast<u64>(work.expert) * (static_cast<u64>(S::N) * S::K / 2) +
+                    static_cast<u64>(work.n0 / 32) * (S::K * 16) + static_cast<u64>(work.stage_begin) * (BK * 16);
+  u32 b_thread_offset, b_strip0;
+  if constexpr (T >= BK) {
+    b_strip0 = tid / BK;
+    b_thread_offset = b_strip0 * (S::K * 16) + (tid % BK) * 16;
   } else {
-    const u32 tiles_per_expert = (static_cast<u32>(m) + BM - 1) / BM;
-    expert = static_cast<i32>(block_y() / tiles_per_expert);
-    const i32 local = static_cast<i32>(block_y() % tiles_per_expert);
-    // Counts come from the device; one above max_m would write into the next expert's slab.
-    const i32 count = min_of(p.expert_counts[expert], m);
-    if (local * static_cast<i32>(BM) >= count) return;
-    for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 row = local * static_cast<i32>(BM) + static_cast<i32>(r);
-      const i64 slab_row = static_cast<i64>(expert) * m + row;
-      a_offset[r] = row < count ? slab_row * p.lda : -1;
-      c_row[r] = row < count ? slab_row : -1;
-    }
+    b_strip0 = 0;
+    b_thread_offset = tid * 16;
+  }
+  auto b_strip_of = [&](u32 i) { return T >= BK ? b_strip0 + i * (T / BK) : i / (BK / T); };
+  auto b_constant_offset = [&](u32 i) -> u32 {
+    return T >= BK ? i * (T / BK) * (S::K * 16) : (i / (BK / T)) * (S::K * 16) + (i % (BK / T)) * T * 16;
+  };
+  b_src += b_thread_offset;
+  u32 b_bytes[S::kBPerThread];  // 16, or 0 (zero fill) for strips past N
+  for (u32 i = 0; i < S::kBPerThread; ++i)
+    b_bytes[i] = !S::kPartialN || work.n0 / 32 + b_strip_of(i) < S::N / 32 ? 16u : 0u;
+
+  // A: chunk c = tid + i * T is row c / (BK / 8), 16-byte chunk c % (BK / 8) of that row.
+  const unsigned char* a_src[S::kAPerThread];
+  u32 a_dst[S::kAPerThread];
+  bool a_valid[S::kAPerThread];
+  for (u32 i = 0; i < S::kAPerThread; ++i) {
+    const u32 c = tid + i * T, r = c / (BK / 8), chunk = c % (BK / 8);
+    const i64 off = c < S::kAChunks ? a_offset[r] : -1;
+    // Rows with no token are not copied: an mma row depends on its own A row only, and the
+    // epilogue and the split-K reduction skip those rows.
+    a_valid[i] = off >= 0;
+    a_src[i] = static_cast<const unsigned char*>(p.a) +
+               (max_of<i64>(off, 0) + static_cast<i64>(work.stage_begin) * BK + chunk * 8) * 2;
+    a_dst[i] = r * BK * 2 + swizzle_chunk<BK>(r, chunk) * 16;
   }
 
-  // ---- This split's range of k32 tiles ----
-  const u32 per_split = (S::kKTiles + Spec::split_k - 1) / Spec::split_k;
-  const u32 kt_begin = min_of(S::kKTiles, block_z() * per_split);
-  const u32 kt_end = min_of(S::kKTiles, kt_begin + per_split);
-  constexpr u32 kK32PerStage = BK / 32;
-  const u32 stage_tiles = (kt_end - kt_begin + kK32PerStage - 1) / kK32PerStage;
-
-  const unsigned char* a_base = static_cast<const unsigned char*>(p.a);
-  const u8* b_expert = p.b + static_cast<u64>(expert) * (static_cast<u64>(S::N) * S::K / 2);
+  // Scales and zero points: thread tid < chunks copies chunk tid of the stage's rows.
   const u8* scales = static_cast<const u8*>(p.b_scales);
+  constexpr u32 kSRowChunks = BN * S::kScaleBytes / 16;
+  const u32 s_row = tid / kSRowChunks, s_chunk = tid % kSRowChunks;
+  const u64 s_first = (static_cast<u64>(work.expert) * (S::K / S::G) + s_row) * S::N + work.n0 +
+                      s_chunk * 16 / S::kScaleBytes;
+  const u32 s_bytes = !S::kPartialN || work.n0 + s_chunk * 16 / S::kScaleBytes < S::N ? 16u : 0u;
+  constexpr u32 kZRowChunks = BN / 16;
+  const u32 z_row = tid / kZRowChunks, z_chunk = tid % kZRowChunks;
+  const u64 z_first = (static_cast<u64>(work.expert) * (S::K / S::G) + z_row) * S::N + work.n0 + z_chunk * 16;
+  const u32 z_bytes = !S::kPartialN || work.n0 + z_chunk * 16 < S::N ? 16u : 0u;
 
-  block_sync();  // row tables written
+  // The weights are read once per launch: keep them from evicting what is reused (activations,
+  // scales, routing) from L2.
+  const L2Policy weight_policy = l2_evict_first_policy();
 
-  // Issues the copies of stage tile `i` into pipeline slot `slot` (nothing past the range).
+  // Issues the copies of the split's stage `i` into pipeline slot `slot`.
   auto load_stage = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
-    const u32 k32_0 = kt_begin + i * kK32PerStage;
-    const u32 n_k32 = min_of(kK32PerStage, kt_end - k32_0);
-    // A: BM rows x BK / 8 chunks.
-    for (u32 c = tid; c < BM * (BK / 8); c += S::kThreads) {
-      const u32 r = c / (BK / 8), chunk = c % (BK / 8);
-      if (chunk / 4 >= n_k32) continue;
-      unsigned char* dst = stage + r * BK * 2 + swizzle_chunk<BK>(r, chunk) * 16;
-      const i64 off = a_offset[r];
-      const unsigned char* src = a_base + (off >= 0 ? (off + k32_0 * 32 + chunk * 8) * 2 : 0);
-      cp_async_ca_16(dst, src, off >= 0 ? 16 : 0);
-    }
-    // B: BN / 32 packed strips x n_k32 tiles x 32 chunks, each strip's tiles contiguous.
-    unsigned char* b_stage = stage + S::kABytes;
-    for (u32 c = tid; c < (BN / 32) * kK32PerStage * 32; c += S::kThreads) {
-      const u32 strip = c / (kK32PerStage * 32), kk = (c / 32) % kK32PerStage, part = c % 32;
-      const u32 nt = n0 / 32 + strip;
-      if (kk >= n_k32 || nt >= S::N / 32) continue;
-      const u8* src = b_expert + (static_cast<u64>(nt) * S::kKTiles + k32_0 + kk) * kTileBytes + part * 16;
-      cp_async_cg_16(b_stage + (strip * kK32PerStage + kk) * kTileBytes + part * 16, src);
-    }
-    // Scale (and zero-point) rows of the groups this stage touches.
-    unsigned char* s_stage = b_stage + S::kBBytes;
-    const u32 group0 = k32_0 * 32 / S::G;
-    constexpr u32 kScaleChunks = BN * S::kScaleBytes / 16;
-    for (u32 c = tid; c < S::kScaleRows * kScaleChunks; c += S::kThreads) {
-      const u32 row = c / kScaleChunks, chunk = c % kScaleChunks;
-      const u32 group = group0 + row, col = n0 + chunk * 16 / S::kScaleBytes;
-      if (group * S::G >= kt_end * 32 || col >= S::N) continue;
-      const u64 index = scale_index(expert, S::N, S::K, S::G, col, static_cast<u64>(group) * S::G);
-      cp_async_cg_16(s_stage + row * BN * S::kScaleBytes + chunk * 16, scales + index * S::kScaleBytes);
-    }
-    if constexpr (S::kAsym) {
-      unsigned char* z_stage = s_stage + S::kSBytes;
-      for (u32 c = tid; c < S::kScaleRows * (BN / 16); c += S::kThreads) {
-        const u32 row = c / (BN / 16), chunk = c % (BN / 16);
-        const u32 group = group0 + row, col = n0 + chunk * 16;
-        if (group * S::G >= kt_end * 32 || col >= S::N) continue;
-        const u64 index = scale_index(expert, S::N, S::K, S::G, col, static_cast<u64>(group) * S::G);
-        cp_async_cg_16(z_stage + row * BN + chunk * 16, p.b_zeros + index);
+    for (u32 j = 0; j < S::kAPerThread; ++j)
+      if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * (BK * 2));
+    unsigned char* b_stage = stage + S::kABytes + tid * 16;
+    const u8* b_stage_src = b_src + static_cast<u64>(i) * (BK * 16);
+    for (u32 j = 0; j < S::kBPerThread; ++j)
+      if (S::kBChunks % T == 0 || tid < S::kBChunks)
+        cp_async_cg_16_hint(b_stage + j * T * 16, b_stage_src + b_constant_offset(j), weight_policy, b_bytes[j]);
+    // The stage's first scale-group row: groups of G >= BK span several stages.
+    const u64 group0 = static_cast<u64>(work.stage_begin + i) * BK / S::G;
+    if (tid < S::kSChunks)
+      cp_async_cg_16(stage + S::kABytes + S::kBBytes + tid * 16,
+                     scales + (s_first + group0 * S::N) * S::kScaleBytes, s_bytes);
+    if constexpr (S::kAsym)
+      if (tid < S::kZChunks)
+        cp_async_cg_16(stage + S::kABytes + S::kBBytes + S::kSBytes + tid * 16, p.b_zeros + z_first + group0 * S::N,
+                       z_bytes);
+  };
+
+  float acc[S::kMTiles][S::kN8][4];
+  float part[S::kMTiles][S::kN8][4];  // the accumulator path: the current group's unscaled sums
+  for (u32 mt = 0; mt < S::kMTiles; ++mt)
+    for (u32 j = 0; j < S::kN8; ++j)
+      for (u32 e = 0; e < 4; ++e) acc[mt][j][e] = part[mt][j][e] = 0.0f;
+
+  // MXFP4 with fragment scales: the expert's constant for the scale operands.
+  u32 scale_addend = 0;
+  if constexpr (kFragmentScales)
+    scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
+  // INT4: the zero-point offsets of the warp's columns, per strip and n8 (symmetric: constant).
+  gemm::Int4Offsets zero_offsets[S::kN32][4];
+  if constexpr (!S::kMxfp4)
+    for (u32 s32 = 0; s32 < S::kN32; ++s32)
+      for (u32 w = 0; w < 4; ++w) zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(0x00080008u);
+
+  // Multiplies the finished group's sums by their f32 scales (columns 2t, 2t + 1 of each n8
+  // tile: scale positions 8t + w and 8t + 4 + w of the strip).
+  auto apply_group_scales = [&](const unsigned char* s_row_ptr) {
+    for (u32 s32 = 0; s32 < S::kN32; ++s32) {
+      float s0[4], s1[4];
+      const unsigned char* strip = s_row_ptr + ((warp_n * S::kN32 + s32) * 32 + 8 * t) * S::kScaleBytes;
+      if constexpr (S::kScaleBytes == 1) {
+        const u32x2 v = ld_shared_v2(strip);
+        for (u32 w = 0; w < 4; ++w) {
+          s0[w] = gemm::e8m0_to_f32((v.x >> (8 * w)) & 0xffu);
+          s1[w] = gemm::e8m0_to_f32((v.y >> (8 * w)) & 0xffu);
+        }
+      } else {
+        const u32x4 v = ld_shared_v4(strip);
+        unpack_scale_pair<Spec>(v.x, s0[0], s0[1]);
+        unpack_scale_pair<Spec>(v.y, s0[2], s0[3]);
+        unpack_scale_pair<Spec>(v.z, s1[0], s1[1]);
+        unpack_scale_pair<Spec>(v.w, s1[2], s1[3]);
       }
+      for (u32 w = 0; w < 4; ++w)
+        for (u32 mt = 0; mt < S::kMTiles; ++mt) {
+          float* a = acc[mt][s32 * 4 + w];
+          const float* q = part[mt][s32 * 4 + w];
+          a[0] += q[0] * s0[w];
+          a[1] += q[1] * s1[w];
+          a[2] += q[2] * s0[w];
+          a[3] += q[3] * s1[w];
+        }
     }
   };
 
-  float acc[S::kMTiles][S::kN8][4] = {};
-  float part[S::kMTiles][S::kN8][4] = {};  // the current scale group's unscaled sums
+  const float kZero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
-  // Multiplies the finished group's sums by their scales (columns 2t, 2t + 1 of each n8 tile).
-  auto apply_scales = [&](const unsigned char* s_stage, u32 scale_row) {
-    for (u32 j = 0; j < S::kN8; ++j) {
-      const u32 col = warp_n * S::WN + j * 8 + 2 * t;
-      const unsigned char* row = s_stage + scale_row * BN * S::kScaleBytes;
-      const float s0 = load_scale<Spec>(row + col * S::kScaleBytes);
-      const float s1 = load_scale<Spec>(row + (col + 1) * S::kScaleBytes);
-      for (u32 mt = 0; mt < S::kMTiles; ++mt) {
-        acc[mt][j][0] += part[mt][j][0] * s0;
-        acc[mt][j][1] += part[mt][j][1] * s1;
-        acc[mt][j][2] += part[mt][j][2] * s0;
-        acc[mt][j][3] += part[mt][j][3] * s1;
-        part[mt][j][0] = part[mt][j][1] = part[mt][j][2] = part[mt][j][3] = 0.0f;
-      }
-    }
-  };
-
+  // One stage: BK / 32 tiles of 32 k; each warp dequantizes its strips and runs its mma's.
   auto compute_stage = [&](u32 slot, u32 i) {
     const unsigned char* stage = smem + slot * S::kStageBytes;
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
-    const u32 k32_0 = kt_begin + i * kK32PerStage;
-    const u32 n_k32 = min_of(kK32PerStage, kt_end - k32_0);
-    const u32 group0 = k32_0 * 32 / S::G;
-    for (u32 kk = 0; kk < n_k32; ++kk) {
-      const u32 k32 = k32_0 + kk;
-      // Weights: one 16-byte word quad per n32 strip, dequantized to 4 registers per n8 tile.
+    const u32 stage_index = work.stage_begin + i;
+    MOEJIT_UNROLL
+    for (u32 kk = 0; kk < S::kK32; ++kk) {
+      const u32 k0 = stage_index * BK + kk * 32;  // first k of this 32-k tile
+      const u32 s_row_in_stage = S::G >= BK ? 0 : kk * 32 / S::G;
+      const unsigned char* s_row_ptr = s_stage + s_row_in_stage * BN * S::kScaleBytes;
+      // A scale group starts here (or the split does), or ends here (or the split does).
+      const bool group_start = k0 % S::G == 0 || (kk == 0 && i == 0);
+      const bool group_end = (k0 + 32) % S::G == 0 || (kk + 1 == S::kK32 && i + 1 == stages);
+
+      if constexpr (S::kAsym) {
+        if (group_start)
+          for (u32 s32 = 0; s32 < S::kN32; ++s32) {
+            const u32 z4 = ld_shared_u32(s_stage + S::kSBytes + s_row_in_stage * BN + (warp_n * S::kN32 + s32) * 32 + 4 * g);
+            for (u32 w = 0; w < 4; ++w) zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z4, w));
+          }
+      }
+
+      // Weights: one 16-byte word quad per strip, four registers per n8 tile.
       u32 b[S::kN8][4];
       for (u32 s32 = 0; s32 < S::kN32; ++s32) {
         const u32 strip = warp_n * S::kN32 + s32;
-        if (n0 + strip * 32 >= S::N) {
-          for (u32 w = 0; w < 4; ++w)
-            for (u32 r = 0; r < 4; ++r) b[s32 * 4 + w][r] = 0;
-          continue;
-        }
-        const u32x4 words = ld_shared_v4(b_stage + (strip * kK32PerStage + kk) * kTileBytes + lane * 16);
+        const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
         const u32 word[4] = {words.x, words.y, words.z, words.w};
-        for (u32 w = 0; w < 4; ++w) {
-          if constexpr (S::kMxfp4) {
-            gemm::dequant_e2m1<S::kHalf>(word[w], b[s32 * 4 + w]);
-          } else {
-            u32 zero = 8;
-            if constexpr (S::kAsym) {
-              const u32 row = k32 * 32 / S::G - group0;
-              zero = (s_stage + S::kSBytes)[row * BN + strip * 32 + w * 8 + g];
-            }
-            gemm::dequant_int4<S::kHalf>(word[w], zero, b[s32 * 4 + w]);
+        if constexpr (S::kMxfp4) {
+          u32 scale_bytes = 0;
+          if constexpr (kFragmentScales) scale_bytes = ld_shared_u32(s_row_ptr + strip * 32 + 4 * g);
+          for (u32 w = 0; w < 4; ++w) {
+            u32 raw[4];
+            gemm::e2m1_registers<S::kHalf>(word[w], raw);
+            const u32 factor = kFragmentScales
+                                   ? gemm::fragment_scale<S::kHalf>(gemm::spread_byte(scale_bytes, w), scale_addend)
+                                   : gemm::kE2m1Unscale<S::kHalf>;
+            for (u32 q = 0; q < 4; ++q)
+              b[s32 * 4 + w][q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(raw[q], factor) : mul_f16x2(raw[q], factor);
           }
+        } else {
+          for (u32 w = 0; w < 4; ++w) gemm::int4_registers<S::kHalf>(word[w], zero_offsets[s32][w], b[s32 * 4 + w]);
         }
       }
+
       for (u32 step = 0; step < 2; ++step) {
         for (u32 mt = 0; mt < S::kMTiles; ++mt) {
           // ldmatrix.x4: matrix q = lane / 8 is (rows +8 if q odd) x (k +8 if q >= 2).
@@ -289,32 +328,37 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
           ldmatrix_x4(a, stage + row * BK * 2 + swizzle_chunk<BK>(row, chunk) * 16);
           for (u32 j = 0; j < S::kN8; ++j) {
             const u32 bb[2] = {b[j][2 * step], b[j][2 * step + 1]};
-            if constexpr (S::kHalf == gemm::Half::bf16) mma_m16n8k16_bf16(part[mt][j], a, bb, part[mt][j]);
-            else mma_m16n8k16_f16(part[mt][j], a, bb, part[mt][j]);
+            float(&d)[4] = kFragmentScales ? acc[mt][j] : part[mt][j];
+            // The accumulator path starts each group's sums from zero.
+            const bool fresh = !kFragmentScales && step == 0 && group_start;
+            if (fresh) mma<S::kHalf>(d, a, bb, kZero);
+            else mma<S::kHalf>(d, a, bb, d);
           }
         }
       }
-      // The group ends at this k32 tile, or the split's range does.
-      if ((k32 + 1) * 32 % S::G == 0 || k32 + 1 == kt_end) apply_scales(s_stage, k32 * 32 / S::G - group0);
+      if constexpr (!kFragmentScales)
+        if (group_end) apply_group_scales(s_row_ptr);
     }
   };
 
-  // ---- Pipeline: kStages - 1 tiles in flight ahead of the one being computed ----
+  // ---- Pipeline: kStages - 1 stages in flight ahead of the one being computed ----
   for (u32 s = 0; s + 1 < S::kStages; ++s) {
-    if (s < stage_tiles) load_stage(s, s);
+    if (s < stages) load_stage(s, s);
     cp_async_commit();
   }
-  for (u32 i = 0; i < stage_tiles; ++i) {
+  for (u32 i = 0; i < stages; ++i) {
     cp_async_wait<S::kStages - 2>();
-    block_sync();  // tile i is in shared memory; every warp is done with tile i - 1's slot
+    block_sync();  // stage i is in shared memory; every warp is done with stage i - 1's slot
     const u32 next = i + S::kStages - 1;
-    if (next < stage_tiles) load_stage(next % S::kStages, next);
+    if (next < stages) load_stage(next % S::kStages, next);
     cp_async_commit();
     compute_stage(i % S::kStages, i);
   }
   cp_async_wait<0>();
+  launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
   // ---- Serial split-K: add this split's sums to the tile's running total, in split order ----
+  // Only rows that hold a token travel through the workspace.
   if constexpr (Spec::split_k > 1) {
     const u32 tile = block_y() * grid_x() + block_x();
     float* ws = p.workspace + static_cast<u64>(tile) * BM * BN;
@@ -323,13 +367,17 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       while (load_acquire(counter) != block_z()) spin_pause();
     block_sync();
     for (u32 mt = 0; mt < S::kMTiles; ++mt)
-      for (u32 j = 0; j < S::kN8; ++j)
-        for (u32 e = 0; e < 4; ++e) {
-          const u32 r = warp_m * S::WM + mt * 16 + g + 8 * (e / 2);
-          const u32 c = warp_n * S::WN + j * 8 + 2 * t + e % 2;
-          if (block_z() > 0) acc[mt][j][e] += ws[r * BN + c];
-          if (block_z() + 1 < Spec::split_k) ws[r * BN + c] = acc[mt][j][e];
-        }
+      for (u32 half_row = 0; half_row < 2; ++half_row) {
+        const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
+        if (c_row[r] < 0) continue;
+        for (u32 j = 0; j < S::kN8; ++j)
+          for (u32 e = 0; e < 2; ++e) {
+            const u32 c = warp_n * S::WN + j * 8 + 2 * t + e;
+            float& v = acc[mt][j][2 * half_row + e];
+            if (block_z() > 0) v += ws[r * BN + c];
+            if (block_z() + 1 < Spec::split_k) ws[r * BN + c] = v;
+          }
+      }
     if (block_z() + 1 < Spec::split_k) {
       fence_gpu();
       block_sync();
@@ -341,25 +389,35 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   }
 
   // ---- Epilogue ----
+  float result_scale = 1.0f;
+  if constexpr (kFragmentScales) result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
   for (u32 mt = 0; mt < S::kMTiles; ++mt) {
     for (u32 half_row = 0; half_row < 2; ++half_row) {
       const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
       const i64 row = c_row[r];
       if (row < 0) continue;
       for (u32 j = 0; j < S::kN8; ++j) {
-        const u32 col = n0 + warp_n * S::WN + j * 8 + 2 * t;  // packed column
+        const u32 col = work.n0 + warp_n * S::WN + j * 8 + 2 * t;  // packed column
         if (col >= S::N) continue;
         float v0 = acc[mt][j][2 * half_row], v1 = acc[mt][j][2 * half_row + 1];
+        if constexpr (kFragmentScales) {
+          v0 *= result_scale;
+          v1 *= result_scale;
+        }
         if (p.bias != nullptr) {
-          v0 += p.bias[static_cast<u64>(expert) * S::N + col];
-          v1 += p.bias[static_cast<u64>(expert) * S::N + col + 1];
+          v0 += p.bias[static_cast<u64>(work.expert) * S::N + col];
+          v1 += p.bias[static_cast<u64>(work.expert) * S::N + col + 1];
         }
         if constexpr (S::kActAndMul) {
           if (act_and_mul_half_of_column(col) != 0) continue;  // up columns: read below, with their gate
           float u0 = acc[mt][j + 1][2 * half_row], u1 = acc[mt][j + 1][2 * half_row + 1];
+          if constexpr (kFragmentScales) {
+            u0 *= result_scale;
+            u1 *= result_scale;
+          }
           if (p.bias != nullptr) {
-            u0 += p.bias[static_cast<u64>(expert) * S::N + col + 8];
-            u1 += p.bias[static_cast<u64>(expert) * S::N + col + 9];
+            u0 += p.bias[static_cast<u64>(work.expert) * S::N + col + 8];
+            u1 += p.bias[static_cast<u64>(work.expert) * S::N + col + 9];
           }
           store_pair<Spec>(p, row, act_and_mul_output_of_column(col), activate<Spec>(v0, u0),
                            activate<Spec>(v1, u1));
@@ -374,6 +432,101 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       }
     }
   }
+}
+
+template <class Spec>
+MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(GroupedGemmParams p) {
+  using namespace moejit::prim;
+  using S = GemmShape<Spec>;
+  constexpr u32 BM = S::BM;
+
+  // Launched with programmatic dependent launch: the routing, the activations, the counts and
+  // the split-K workspace come from (or are still used by) the kernels ahead of it. Every
+  // block waits before anything else, early exits included.
+  grid_dependency_wait();
+
+  unsigned char* smem = dynamic_shared();
+  i64* a_offset = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
+  i64* c_row = a_offset + BM;                                                   // -1: not written
+
+  const u32 tid = thread_x(), lane = lane_id();
+  const i32 m = Spec::pinned_m > 0 ? Spec::pinned_m : p.m;
+
+  // ---- Which expert and rows this block owns (block-uniform; early exits precede barriers) ----
+  TileWork work{};
+  work.n0 = block_x() * S::BN;
+  if constexpr (Spec::layout == gemm_enum::indexed) {
+    const u32 tile = block_y();
+    if (static_cast<i64>(tile) * BM >= *p.num_tokens_post_pad) return;
+    work.expert = p.expert_ids[tile];
+    if (work.expert < 0) return;
+    for (u32 r = tid; r < BM; r += S::kThreads) {
+      const i32 id = p.sorted_token_ids[tile * BM + r];
+      const bool valid = id >= 0 && id < m;
+      a_offset[r] = valid ? static_cast<i64>(id / p.a_row_divisor) * p.lda : -1;
+      c_row[r] = valid ? id : -1;
+    }
+  } else if constexpr (Spec::layout == gemm_enum::contiguous) {
+    // Tile y is the y-th BM-row tile counting experts in order; every warp finds it.
+    const u32 tile = block_y();
+    u32 before = 0;  // tiles of the experts already passed
+    i32 local = -1;
+    work.expert = -1;
+    for (u32 base = 0; base < Spec::experts && work.expert < 0; base += 32) {
+      const u32 e = base + lane;
+      u32 tiles = 0;
+      if (e < Spec::experts) {
+        const i32 rows = p.expert_offsets[e + 1] - p.expert_offsets[e];
+        tiles = rows > 0 ? (static_cast<u32>(rows) + BM - 1) / BM : 0;
+      }
+      const u32 inclusive = warp_inclusive_sum(tiles);
+      const u32 hit = ballot(tile < before + inclusive);
+      if (hit != 0) {
+        const u32 first = lowest_set_bit(hit);
+        work.expert = static_cast<i32>(base + first);
+        const u32 exclusive_first = shfl_idx(inclusive - tiles, first);
+        local = static_cast<i32>(tile - before - exclusive_first);
+      }
+      before += shfl_idx(inclusive, 31);
+    }
+    if (work.expert < 0) return;
+    const i32 row0 = p.expert_offsets[work.expert] + local * static_cast<i32>(BM);
+    const i32 row_end = p.expert_offsets[work.expert + 1];
+    for (u32 r = tid; r < BM; r += S::kThreads) {
+      const i32 row = row0 + static_cast<i32>(r);
+      a_offset[r] = row < row_end ? row * p.lda : -1;
+      c_row[r] = row < row_end ? row : -1;
+    }
+  } else {
+    const u32 tiles_per_expert = (static_cast<u32>(m) + BM - 1) / BM;
+    work.expert = static_cast<i32>(block_y() / tiles_per_expert);
+    const i32 local = static_cast<i32>(block_y() % tiles_per_expert);
+    // Counts come from the device; one above max_m would write into the next expert's slab.
+    const i32 count = min_of(p.expert_counts[work.expert], m);
+    if (local * static_cast<i32>(BM) >= count) return;
+    for (u32 r = tid; r < BM; r += S::kThreads) {
+      const i32 row = local * static_cast<i32>(BM) + static_cast<i32>(r);
+      const i64 slab_row = static_cast<i64>(work.expert) * m + row;
+      a_offset[r] = row < count ? slab_row * p.lda : -1;
+      c_row[r] = row < count ? slab_row : -1;
+    }
+  }
+
+  // ---- This split's run of whole stages ----
+  const u32 per_split = (S::kKStages + Spec::split_k - 1) / Spec::split_k;
+  work.stage_begin = min_of(S::kKStages, block_z() * per_split);
+  work.stage_end = min_of(S::kKStages, work.stage_begin + per_split);
+
+  block_sync();  // row tables written
+
+  if constexpr (S::kMxfp4) {
+    work.scale_range = p.b_scale_ranges[work.expert];
+    if (gemm::fragment_scales_exact<S::kHalf>(gemm::expert_scale_range(work.scale_range))) {
+      run_tile<Spec, true>(p, work, smem);
+      return;
+    }
+  }
+  run_tile<Spec, false>(p, work, smem);
 }
 
 }  // namespace moejit::kernels

@@ -11,34 +11,57 @@ namespace moejit {
 // ---- Packed weights -----------------------------------------------------------------------
 // Per expert, the logical weight W[n][k] (n < N, k < K; N % 32 == 0, K % 32 == 0) is stored
 // as tiles of 32 (k) x 32 (n) 4-bit codes, 512 bytes each, tile (nt, kt) at byte offset
-//   expert * (N * K / 2) + (nt * (K / 32) + kt) * 512.
-// Inside a tile, lane L (0..31) of a warp owns bytes [16 L, 16 L + 16) as four 32-bit words;
-// word w holds column n = 32 nt + 8 w + L / 4 and, in its 8 nibbles (nibble p at bits 4p..4p+3),
-// the 8 k offsets (within the tile) that mma.m16n8k16's B fragment gives lane L for two
-// consecutive k16 steps. The order of those 8 offsets in the word depends on the format, so
-// that dequantization produces the fragment registers directly (see packed_k_of_nibble).
+//   expert * (N * K / 2) + (nt * (K / 32) + kt) * 512,
+// so the tiles of one 32-column strip are consecutive along K. Inside a tile, lane L (0..31)
+// of a warp owns bytes [16 L, 16 L + 16) as four 32-bit words; word w holds column
+// n = 32 nt + 8 w + L / 4 and the 8 k offsets (within the tile) that mma.m16n8k16's B fragment
+// gives lane L for two consecutive k16 steps: fragment element e (0..7) is step e / 4,
+// register (e / 2) % 2, half e % 2, at k offset packed_k_of_element(L, e). Where each element's
+// 4 bits sit in the word depends on the format, so that dequantization is a few operations per
+// register (gemm/dequant.cuh):
+//  - int4: element e is nibble int4_nibble_of_element(e), so register q = e / 2 is the pair
+//    (nibble q, nibble q + 4) and one shift + lop3 puts both into the mantissas of 128.0/1024.0.
+//  - E2M1: the sign, E1, E0 and M bits of element e are spread over the word
+//    (e2m1_word_bit) so that each bf16x2 register comes out of the word with its sign at bits
+//    15/31 and E1 E0 M at bits 8..6 / 24..22 (a bf16 holding the value times 2^-126) in at most
+//    three operations: register 0 is a mask, registers 1 and 2 a rotation and a mask, register
+//    3 a mask, an integer multiply that scatters bits and a mask.
 
 inline constexpr u32 kTileK = 32;
 inline constexpr u32 kTileN = 32;
 inline constexpr u32 kTileBytes = kTileK * kTileN / 2;
 
-enum class NibbleOrder : u32 {
-  // int4: bf16x2/f16x2 pairs come out as (nibble p, nibble p + 4).
-  int4_pairs_p_p4 = 0,
-  // mxfp4 (E2M1): pairs come out as (nibble 2q, nibble 2q + 1).
-  e2m1_pairs_2q = 1,
-};
-
-// The k offset within a 32 x 32 tile that nibble `p` of lane `lane`'s word holds.
-// mma.m16n8k16 B fragment of lane (g = lane / 4, t = lane % 4): rows {2t, 2t+1} in register 0
-// and {2t+8, 2t+9} in register 1; the second k16 step adds 16.
-constexpr u32 packed_k_of_nibble(NibbleOrder order, u32 lane, u32 p) {
-  const u32 t = lane % 4;
-  // Fragment element e (0..7): step e / 4, register (e / 2) % 2, half e % 2. For int4, nibble
-  // p (< 4) is the low half of register p and nibble p + 4 its high half; for E2M1, e = p.
-  const u32 e = order == NibbleOrder::int4_pairs_p_p4 ? (p % 4) * 2 + p / 4 : p;
-  const u32 step = e / 4, reg = (e / 2) % 2, half = e % 2;
+// The k offset within a 32 x 32 tile of B-fragment element `e` of lane `lane`: registers hold
+// rows {2t, 2t+1} (register 0) and {2t+8, 2t+9} (register 1), t = lane % 4; step 1 adds 16.
+constexpr u32 packed_k_of_element(u32 lane, u32 e) {
+  const u32 t = lane % 4, step = e / 4, reg = (e / 2) % 2, half = e % 2;
   return 16 * step + 8 * reg + 2 * t + half;
+}
+
+// int4: the nibble (bits 4p..4p+3 of the word) holding element e: register q = e / 2 is
+// (nibble q, nibble q + 4) as (low half, high half).
+constexpr u32 int4_nibble_of_element(u32 e) { return (e / 2) + 4 * (e % 2); }
+
+// E2M1 code bits: 0 = M (mantissa), 1 = E0, 2 = E1 (exponent), 3 = sign.
+// Bit of a bf16x2 register where code bit b of the half-h element goes (bf16 mantissa MSB 6,
+// exponent LSBs 7..8, sign 15).
+constexpr u32 e2m1_register_bit(u32 b, u32 h) {
+  return (b == 0 ? 6u : b == 1 ? 7u : b == 2 ? 8u : 15u) + 16 * h;
+}
+// Register q is rotated right by these many bits out of the word (q = 0, 1, 2); register 3 is
+// gathered from the bits the rotations leave: word bits {3, 4, 0, 1} (+16 for the high half)
+// hold its M, E0, E1 and sign.
+inline constexpr u32 kE2m1Rotation[3] = {0, 3, 6};
+inline constexpr u32 kE2m1GatherBit[4] = {3, 4, 0, 1};
+inline constexpr u32 kE2m1GatherMask = 0x001b001bu;  // the word bits register 3 takes
+inline constexpr u32 kE2m1GatherMultiplier = (1u << 3) | (1u << 8) | (1u << 14);
+inline constexpr u32 kE2m1RegisterMask = 0x81c081c0u;  // sign, E1, E0, M of both halves
+
+// The word bit that holds code bit `b` (0..3) of fragment element `e` (0..7).
+constexpr u32 e2m1_word_bit(u32 e, u32 b) {
+  const u32 q = e / 2, h = e % 2;
+  if (q < 3) return (e2m1_register_bit(b, h) + kE2m1Rotation[q]) % 32;
+  return kE2m1GatherBit[b] + 16 * h;
 }
 
 constexpr u64 packed_weight_bytes(u64 experts, u64 n, u64 k) { return experts * n * k / 2; }
@@ -48,10 +71,28 @@ constexpr u64 packed_tile_offset(u64 expert, u64 n, u64 k, u64 nt, u64 kt) {
   return expert * (n * k / 2) + (nt * (k / kTileK) + kt) * kTileBytes;
 }
 
-// Scales (and int4 zero points) are [E][K / group][N]: for each group of k, the N columns
-// contiguous, in packed column order. Zero points are one byte each (0..15).
+// Scales (and int4 zero points) are [E][K / group][N']: for each group of k, one row of N
+// entries in packed column order, permuted within each 32-column strip so that the lane that
+// dequantizes columns 8 w + g (w = 0..3) of a strip finds their four scales side by side:
+// column c of a strip sits at position scale_position_in_strip(c). Zero points are one byte
+// each (0..15).
+constexpr u32 scale_position_in_strip(u32 c) { return 4 * (c % 8) + (c % 32) / 8; }
 constexpr u64 scale_index(u64 expert, u64 n, u64 k, u64 group_size, u64 col, u64 kk) {
-  return (expert * (k / group_size) + kk / group_size) * n + col;
+  return (expert * (k / group_size) + kk / group_size) * n + col / 32 * 32 + scale_position_in_strip(col % 32);
+}
+
+// MXFP4 scales are followed, from the next 16-byte boundary, by one u32 per expert: the
+// smallest (bits 0..7) and largest (bits 8..15) E8M0 byte of the expert's blocks, over blocks
+// whose codes are not all zero (the packer gives an all-zero block the expert's largest byte:
+// its value is zero either way). Kernels read it to decide how to apply the expert's scales.
+constexpr u64 round_up_16(u64 v) { return (v + 15) / 16 * 16; }
+constexpr u64 mxfp4_scale_range_offset(u64 experts, u64 n, u64 k) { return round_up_16(experts * (k / 32) * n); }
+// The per-expert ranges inside an MXFP4 scales buffer.
+inline const u32* mxfp4_scale_ranges(const void* scales, u64 experts, u64 n, u64 k) {
+  return reinterpret_cast<const u32*>(static_cast<const u8*>(scales) + mxfp4_scale_range_offset(experts, n, k));
+}
+constexpr u64 packed_scale_bytes(bool mxfp4, u64 experts, u64 n, u64 k, u64 group_size, u64 scale_bytes) {
+  return mxfp4 ? mxfp4_scale_range_offset(experts, n, k) + experts * 4 : experts * (k / group_size) * n * scale_bytes;
 }
 
 // Act-and-mul weights (gate and up projections, N = 2 I) are packed with gate and up
@@ -94,6 +135,9 @@ struct GroupedGemmParams {
   const u8* b;
   const void* b_scales;
   const u8* b_zeros;
+  // MXFP4: each expert's scale-byte range, inside the packed scales buffer (at
+  // mxfp4_scale_range_offset); the op sets it from b_scales.
+  const u32* b_scale_ranges;
   // Optional per-expert bias [E][N] (f32, packed column order), added before the epilogue.
   const float* bias;
   // C: output (out dtype), row-major, `ldc` elements between rows. For act-and-mul epilogues

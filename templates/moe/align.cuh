@@ -10,6 +10,7 @@
 // Spec (generated): experts, block_size, warps.
 
 #include "common/atomic.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/platform.cuh"
 #include "common/sync.cuh"
 #include "common/warp.cuh"
@@ -30,6 +31,11 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
   u32* hist = reinterpret_cast<u32*>(dynamic_shared());
   u32* start = hist + W * E;
 
+  // Launched with programmatic dependent launch: topk_ids come from the engine's router, and the
+  // outputs may still be read by the previous layer's kernels.
+  grid_dependency_wait();
+  launch_dependent_grids();  // one block: the GEMM's blocks may be scheduled while it runs
+
   const u32 tid = thread_x();
   const u32 warp = tid / 32;
   const u32 lane = lane_id();
@@ -39,6 +45,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
   const i32 seg_end = min_of(numel, seg_begin + per_warp);
 
   for (u32 i = tid; i < static_cast<u32>(W * E); i += threads) hist[i] = 0;
+  for (i32 i = static_cast<i32>(tid); i < p.clear_count; i += static_cast<i32>(threads)) p.clear_words[i] = 0;
   block_sync();
 
   // 1. Per-warp histograms of the warp's own segment.

@@ -18,6 +18,8 @@ struct MoeAlignParams {
   i32* expert_ids;           // [align_max_blocks(numel)] mapped expert of each block; -1 past the end
   i32* num_tokens_post_pad;  // [1] slots in use (a multiple of the block size)
   i32 numel;                 // tokens * topk
+  u32* clear_words;          // [clear_count] set to zero before the launch ends (the fused
+  i32 clear_count;           // layer's split-K counters); null / 0: none
 };
 
 // Slots the outputs need for `numel` pairs: each of at most min(numel, E) non-empty experts

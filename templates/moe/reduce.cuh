@@ -5,6 +5,7 @@
 //
 // Spec (generated): act (pairs dtype), out, n, warps.
 
+#include "common/grid_dependency.cuh"
 #include "common/memory.cuh"
 #include "common/numeric.cuh"
 #include "common/platform.cuh"
@@ -50,6 +51,9 @@ MOEJIT_DEVICE void store8(void* row, u32 col, const float (&v)[8]) {
 template <class Spec>
 MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) moe_reduce_kernel(MoeReduceParams p) {
   using namespace moejit::prim;
+  // Launched with programmatic dependent launch: the pairs come from the GEMM ahead of it.
+  grid_dependency_wait();
+  launch_dependent_grids();  // a short kernel: the next one may be scheduled at once
   constexpr u32 kThreads = Spec::warps * 32;
   const u32 token = block_x();
   const u32 col = (block_y() * kThreads + thread_x()) * kReduceVector;
