@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "dispatch/gemm_time_model.hpp"
 #include "gemm/grouped_gemm_params.cuh"
 #include "spec/arch.hpp"
 #include "spec/device_profiles.hpp"
@@ -64,18 +65,14 @@ TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, Weig
   return t;
 }
 
-// What the time model assumes of the device family: per-SM memory bandwidth and latency.
-struct DeviceRates {
-  double bytes_per_s_per_sm = 4.8e12 / 132;
-  double latency_s = 700e-9;
-};
-DeviceRates device_rates(Arch arch) {
-  DeviceRates r;
-  if (auto p = default_device_profile(arch)) {
-    r.bytes_per_s_per_sm = p->memory_bytes_per_s / p->sms;
-    r.latency_s = p->memory_latency_ns * 1e-9;
-  }
-  return r;
+// The device the time model assumes: the profile of `arch` with `sms` multiprocessors (the
+// default profile with its SM count replaced where none has it).
+DeviceProfile planning_device(Arch arch, std::uint32_t sms) {
+  for (const DeviceProfile& p : device_profiles_for(arch))
+    if (p.sms == sms) return p;
+  DeviceProfile p = default_device_profile(arch).value_or(*device_profile("H200"));
+  p.sms = sms;
+  return p;
 }
 
 // Blocks of `t` one SM holds at once: shared memory, threads and (an estimate of) registers.
@@ -89,9 +86,18 @@ std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arc
   return std::max(1u, std::min({by_shared, by_threads, by_registers}));
 }
 
-// The serial split-K reduction: each split after the first waits for its predecessor's
-// release and passes the tile's valid rows through L2.
-constexpr double kSplitStepSeconds = 1.0e-6;
+// HBM bytes per main-loop warp-instruction of a tile, as bench/perf_model measured them on the
+// sm_90a SASS of commit 3577ca3 (rounded down): 16-row tiles 5.5 with 32 columns per warp and
+// 6.2 with 64 (MXFP4 and INT4 g128 alike, scales included); 32-row tiles do twice the mma per
+// weight byte. Prefill tiles are compute-bound and never split; 2 keeps them from looking free.
+double estimated_bytes_per_warp_instruction(const TileConfig& t) {
+  const std::uint32_t columns_per_warp = t.bn / std::max<std::uint16_t>(1, t.warps);
+  const double decode = columns_per_warp >= 64 ? 6.2 : 5.5;
+  if (t.bm <= 16) return decode;
+  if (t.bm <= 32) return decode * 0.7;
+  return 2;
+}
+
 
 }  // namespace
 
@@ -115,11 +121,9 @@ namespace {
 
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
   const RowsShape& shape = rows_shape(bm);
-  const DeviceRates rates = device_rates(arch);
-  sms = std::max(sms, 1u);
+  const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
   const double row_tiles = busy * std::ceil(std::max(w.rows_per_expert, 1.0) / shape.bm);
-  const double floor_s = busy * w.n * static_cast<double>(w.k) / 2 / (sms * rates.bytes_per_s_per_sm);
 
   GemmPlan best{};
   double best_s = std::numeric_limits<double>::infinity();
@@ -130,20 +134,29 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
     const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
                                                    scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym);
-    const double slots = static_cast<double>(sms) * blocks_per_sm(tile, shared, arch);
+    GemmTimeInputs in;
+    in.sms = device.sms;
+    in.clock_ghz = device.clock_ghz;
+    in.bandwidth = device.memory_bytes_per_s;
+    in.latency_ns = device.memory_latency_ns;
+    in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile);
+    in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
+                     static_cast<double>(bn) * scale_bytes_of(w.scale) * tile.bk / std::max(w.group_size, 1u);
+    in.stages = tile.stages;
+    in.warps_per_cta = tile.warps;
+    in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
     const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
-    const double stage_weights = static_cast<double>(bn) * tile.bk / 2;
-    const double block_rate = (tile.stages - 1) * stage_weights / rates.latency_s;  // Little's law
-    const std::uint32_t k_stages = w.k / tile.bk;
+    const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
     // Only decode tiles split K: prefill tiles have rows enough to fill the GPU, and the
     // split-K workspace of the fused layer is sized for decode (fused_moe_op.cpp).
     const std::uint32_t max_split = shape.bm <= kMaxSplitRows ? std::min<std::uint32_t>(k_stages, 64) : 1;
     for (std::uint32_t split = 1; split <= max_split; ++split) {
       const std::uint32_t per_split = (k_stages + split - 1) / split;
       if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty
-      const double blocks = column_blocks * row_tiles * split;
-      const double block_s = rates.latency_s + per_split * stage_weights / block_rate;
-      const double s = std::max(floor_s, std::ceil(blocks / slots) * block_s) + (split - 1) * kSplitStepSeconds;
+      in.ctas = column_blocks * row_tiles * split;
+      in.stages_per_cta = per_split;
+      in.split_k = split;
+      const double s = estimate_gemm_time(in).seconds;
       if (s < best_s * (1 - 1e-9)) {
         best_s = s;
         best = {tile, static_cast<std::uint16_t>(split)};

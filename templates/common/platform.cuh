@@ -10,7 +10,10 @@
 #define MOEJIT_TARGET_DEVICE 1
 #define MOEJIT_DEVICE __device__ __forceinline__
 #define MOEJIT_GLOBAL __global__
-#define MOEJIT_LAUNCH_BOUNDS(threads) __launch_bounds__(threads)
+// At least one block per SM, said explicitly: with the thread count alone, ptxas on sm_120a
+// kept an INT4 16x128x128 GEMM at 80 registers and spilled its stage index in the main loop;
+// with a minimum of one block it takes the registers it needs (107, no spill).
+#define MOEJIT_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 1)
 // Unrolls the loop that follows completely (its trip count is a compile-time constant).
 #define MOEJIT_UNROLL _Pragma("unroll")
 #else

@@ -346,13 +346,18 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     if (s < stages) load_stage(s, s);
     cp_async_commit();
   }
+  // Slots rotate: stage i computes in slot i % kStages while stage i + kStages - 1 loads into
+  // the slot before it (kept as counters: a modulo by 6 costs a multiply-high every stage).
+  u32 compute_slot = 0, load_slot = S::kStages - 1;
   for (u32 i = 0; i < stages; ++i) {
     cp_async_wait<S::kStages - 2>();
     block_sync();  // stage i is in shared memory; every warp is done with stage i - 1's slot
     const u32 next = i + S::kStages - 1;
-    if (next < stages) load_stage(next % S::kStages, next);
+    if (next < stages) load_stage(load_slot, next);
     cp_async_commit();
-    compute_stage(i % S::kStages, i);
+    compute_stage(compute_slot, i);
+    load_slot = compute_slot;
+    compute_slot = compute_slot + 1 == S::kStages ? 0 : compute_slot + 1;
   }
   cp_async_wait<0>();
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled

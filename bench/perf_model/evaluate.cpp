@@ -1,0 +1,56 @@
+#include "bench/perf_model/evaluate.hpp"
+
+#include <algorithm>
+
+namespace moejit::perf {
+
+CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
+  const KernelSpec& s = c.spec;
+  const DeviceProfile& device = *c.profile;
+  const store::EntryMeta& meta = analysis.kernel->meta;
+  const MainLoopAnalysis& loop = *analysis.loop;
+  CaseResult r;
+
+  r.launch = dispatch::grouped_gemm_launch_shape(s, c.rows());
+  r.expected_tiles = expected_active_tiles(c.tokens, c.topk(), c.experts(), s.bm);
+  r.ctas = static_cast<double>(r.launch.grid[0]) * r.expected_tiles * r.launch.grid[2];
+  r.stages_per_cta = static_cast<double>(s.k / s.bk) / std::max<std::uint32_t>(1, r.launch.grid[2]);
+  const std::uint32_t shared_bytes = meta.static_shared_bytes + r.launch.dynamic_shared_bytes;
+  r.occupancy = occupancy({meta.registers, r.launch.block_threads, shared_bytes}, device);
+
+  r.format = {s.group_size, s.scale == DType::e8m0 ? 1u : 2u, s.weight == WeightFormat::int4_asym};
+  r.stage = stage_hbm_bytes(s.bn, s.bk, r.format);
+  const double warps = std::max<std::uint32_t>(1, r.launch.block_threads / 32);
+  r.stages_per_iteration = loop.stages;
+  r.instructions_per_iteration = static_cast<double>(loop.counts.total);
+  r.weight_bytes_per_iteration = loop.stages * r.stage.weight / warps;
+  r.scale_zero_bytes_per_iteration = loop.stages * (r.stage.scale + r.stage.zero) / warps;
+  r.weight_bytes_per_instruction = r.weight_bytes_per_iteration / r.instructions_per_iteration;
+  r.scale_zero_bytes_per_instruction = r.scale_zero_bytes_per_iteration / r.instructions_per_iteration;
+  r.bytes_per_instruction = r.weight_bytes_per_instruction + r.scale_zero_bytes_per_instruction;
+
+  BoundInputs in;
+  in.sms = device.sms;
+  in.clock_ghz = device.clock_ghz;
+  in.bandwidth = device.memory_bytes_per_s;
+  in.latency_ns = device.memory_latency_ns;
+  in.bytes_per_warp_instruction = r.bytes_per_instruction;
+  in.stage_bytes = r.stage.total();
+  in.stages = s.stages;
+  in.stages_per_cta = r.stages_per_cta;
+  in.split_k = std::max<std::uint32_t>(1, r.launch.grid[2]);
+  in.warps_per_cta = static_cast<std::uint32_t>(warps);
+  in.ctas_per_sm = r.occupancy.ctas_per_sm;
+  in.ctas = r.ctas;
+  r.bounds = predict_bounds(in);
+
+  r.active_experts = expected_active_experts(c.tokens, c.topk(), c.experts());
+  r.floor_bytes = r.active_experts * expert_hbm_bytes(s.n, s.k, r.format).total();
+  r.floor_seconds = r.floor_bytes / device.memory_bytes_per_s;
+  r.predicted_seconds = r.bounds.fraction > 0 ? r.floor_seconds / r.bounds.fraction : 0;
+  if (s.bm >= 64)
+    r.mma_share = static_cast<double>(loop.counts.of(InstrClass::mma)) / static_cast<double>(loop.counts.total);
+  return r;
+}
+
+}  // namespace moejit::perf

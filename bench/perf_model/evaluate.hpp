@@ -1,0 +1,43 @@
+#pragma once
+// One case through the model: the kernel's real launch geometry and main loop, the routing's
+// expected tiles and the device's figures, turned into bytes per warp-instruction, occupancy,
+// the three bounds and the predicted fraction of the HBM floor.
+
+#include <optional>
+
+#include "dispatch/grouped_gemm_launch.hpp"
+#include "bench/perf_model/cases.hpp"
+#include "bench/perf_model/model.hpp"
+
+namespace moejit::perf {
+
+struct CaseResult {
+  dispatch::LaunchShape launch;  // as the launch would compute it for the case's rows
+  double expected_tiles = 0;     // along grid y, with work
+  double ctas = 0;               // grid x * expected tiles * split-K
+  double stages_per_cta = 0;     // k stages one CTA streams: K / bk / split-K
+  Occupancy occupancy;
+
+  FormatBytes format;
+  StageBytes stage;                         // HBM bytes of one stage of one CTA
+  std::uint32_t stages_per_iteration = 0;   // u
+  double instructions_per_iteration = 0;    // of the counted loop, per warp
+  double weight_bytes_per_iteration = 0;    // per warp
+  double scale_zero_bytes_per_iteration = 0;
+  double weight_bytes_per_instruction = 0;
+  double scale_zero_bytes_per_instruction = 0;
+  double bytes_per_instruction = 0;         // both: what the issue bound uses
+
+  Bounds bounds;
+
+  double active_experts = 0;
+  double floor_bytes = 0;
+  double floor_seconds = 0;
+  double predicted_seconds = 0;
+  std::optional<double> mma_share;  // tiles of 64 rows or more: mma / all main-loop instructions
+};
+
+// Precondition: analysis.loop has a value.
+CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis);
+
+}  // namespace moejit::perf

@@ -1,0 +1,83 @@
+#include "dispatch/gemm_time_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace moejit::dispatch {
+namespace {
+
+constexpr double kIssuePerSmPerClock = 4;  // 4 schedulers, one warp-instruction each
+
+}  // namespace
+
+std::string_view to_string(TimeBound b) {
+  switch (b) {
+    case TimeBound::issue: return "issue";
+    case TimeBound::latency: return "latency";
+    case TimeBound::fill: return "fill";
+  }
+  return "issue";
+}
+
+GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
+  GemmTimeEstimate e;
+  e.seconds = std::numeric_limits<double>::infinity();
+  if (in.sms == 0 || in.ctas <= 0 || in.ctas_per_sm == 0 || in.bandwidth <= 0 || in.stage_bytes <= 0) return e;
+  const double sms = in.sms;
+  const double clock = in.clock_ghz * 1e9;
+  const double latency = in.latency_ns * 1e-9;
+  const double cta_bytes = std::max(in.stages_per_cta, 1.0) * in.stage_bytes;
+  const double in_flight_per_cta = (in.stages > 0 ? in.stages - 1 : 0) * in.stage_bytes;
+
+  e.busy_sms = std::min(sms, in.ctas);
+  e.ctas_on_busiest_sm = std::ceil(in.ctas / sms);
+  e.resident_ctas = std::min<double>(in.ctas_per_sm, e.ctas_on_busiest_sm);
+  e.resident_warps = e.resident_ctas * in.warps_per_cta;
+  e.waves = in.ctas / (sms * in.ctas_per_sm);
+  e.inflight_bytes_per_sm = e.resident_ctas * in_flight_per_cta;
+  e.needed_inflight_bytes = in.bandwidth * latency;
+  e.floor_seconds = in.ctas * cta_bytes / in.bandwidth;
+
+  // Bytes per second one SM moves with r CTAs resident, under each limit alone.
+  auto issue_rate = [&](double r) {
+    return in.bytes_per_warp_instruction * std::min(kIssuePerSmPerClock, r * in.warps_per_cta) * clock;
+  };
+  auto latency_rate = [&](double r) { return r * in_flight_per_cta / latency; };
+  const double fill_rate = in.sm_fill_bytes_per_clock * clock;
+  auto fill_rate_of = [&](double) { return fill_rate; };
+  auto slowest_rate = [&](double r) { return std::min({issue_rate(r), latency_rate(r), fill_rate}); };
+
+  // The busiest SM's time: full rounds of ctas_per_sm CTAs, then the rest; `ramp` before each.
+  const double full_rounds = std::floor(e.ctas_on_busiest_sm / in.ctas_per_sm);
+  const double last_round = e.ctas_on_busiest_sm - full_rounds * in.ctas_per_sm;
+  auto busiest_sm_seconds = [&](auto&& rate, double ramp) {
+    auto round = [&](double r) {
+      const double v = rate(r);
+      return v > 0 ? ramp + r * cta_bytes / v : std::numeric_limits<double>::infinity();
+    };
+    double t = full_rounds > 0 ? full_rounds * round(static_cast<double>(in.ctas_per_sm)) : 0;
+    if (last_round > 0) t += round(last_round);
+    return t;
+  };
+  auto bound_of = [&](double seconds) { return std::min(1.0, e.floor_seconds / seconds); };
+
+  e.issue = bound_of(busiest_sm_seconds(issue_rate, 0.0));
+  e.latency = bound_of(busiest_sm_seconds(latency_rate, latency));
+  e.fill = bound_of(busiest_sm_seconds(fill_rate_of, 0.0));
+  const double busiest = busiest_sm_seconds(slowest_rate, latency) +
+                         (in.split_k > 1 ? (in.split_k - 1) * in.split_step_ns * 1e-9 : 0.0);
+  e.fraction = bound_of(busiest);
+  e.seconds = std::max(e.floor_seconds, busiest);
+
+  e.binding = TimeBound::issue;
+  double smallest = e.issue;
+  if (e.latency < smallest) {
+    smallest = e.latency;
+    e.binding = TimeBound::latency;
+  }
+  if (e.fill < smallest) e.binding = TimeBound::fill;
+  return e;
+}
+
+}  // namespace moejit::dispatch

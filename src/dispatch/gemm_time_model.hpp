@@ -1,0 +1,74 @@
+#pragma once
+// How long a weight-streaming grouped GEMM takes against its memory floor (DESIGN §10): the one
+// time model that the tile planner (tile_configs.cpp) chooses by and that the static
+// performance model (bench/perf_model) evaluates on the compiled kernels. It is an estimate: it
+// knows the device from its profile and the kernel from a few figures, and it says which limit
+// binds.
+//
+// The busiest SM runs ceil(CTAs / SMs) CTAs (the block scheduler spreads them evenly), in
+// rounds of at most CTAs-per-SM at once; a round of r CTAs of b bytes each takes r * b / rate(r):
+//   issue:   bytes per warp-instruction * min(4, resident warps) * clock  (4 schedulers per SM)
+//   latency: r * (stages - 1) * stage bytes / latency (Little's law); each round first waits
+//            one latency for its first stage
+//   fill:    what L2 delivers to one SM (sm_fill_bytes_per_clock * clock); SMs without CTAs
+//            move nothing
+// Each bound is the floor time (all CTAs' bytes at DRAM bandwidth) over the busiest SM's time
+// under that rate alone, at most 1; the fraction takes each round at its smallest rate, with the
+// latency ramp, so it is at most the smallest bound. A split K adds the serial reduction: each
+// split after the first waits for its predecessor's partial tile (kSplitStepNs apiece).
+
+#include <cstdint>
+#include <string_view>
+
+namespace moejit::dispatch {
+
+// Bytes per clock L2 can hand one SM when every SM streams: our assumption, the aggregate L2 read
+// bandwidth of the A100 whitepaper (5120 B/clk over 108 SMs, about 47), taken lower for margin;
+// no per-SM figure is published for Hopper or Blackwell. A run on a GPU (bench/gpu) calibrates it.
+inline constexpr double kSmFillBytesPerClock = 40;
+
+// One step of the serial split-K reduction: the predecessor's flag seen, its partial tile read
+// from L2, the sum and the flag written back. Our estimate (a few L2 round trips); unmeasured.
+inline constexpr double kSplitStepNs = 1000;
+
+struct GemmTimeInputs {
+  // The device.
+  std::uint32_t sms = 0;
+  double clock_ghz = 0;
+  double bandwidth = 0;   // DRAM bytes per second
+  double latency_ns = 0;  // loaded DRAM latency
+  double sm_fill_bytes_per_clock = kSmFillBytesPerClock;
+  // The kernel.
+  double bytes_per_warp_instruction = 0;  // HBM bytes (weights, scales, zeros) per main-loop warp-instruction
+  double stage_bytes = 0;                 // HBM bytes of one stage of one CTA
+  std::uint32_t stages = 0;               // pipeline depth: stages - 1 are in flight while one computes
+  double stages_per_cta = 0;              // k stages one CTA streams (K / bk / split-K)
+  std::uint32_t warps_per_cta = 0;
+  std::uint32_t ctas_per_sm = 0;
+  double ctas = 0;  // CTAs with work (may be an expectation)
+  std::uint32_t split_k = 1;  // serial split-K: split_k - 1 reduction steps after the last split
+  double split_step_ns = kSplitStepNs;
+};
+
+enum class TimeBound : char { issue = 'I', latency = 'L', fill = 'F' };
+std::string_view to_string(TimeBound b);
+
+struct GemmTimeEstimate {
+  double issue = 0, latency = 0, fill = 0;
+  double fraction = 0;                 // of the floor, the three limits together; 0: nothing runs
+  TimeBound binding = TimeBound::issue;  // the smallest bound
+  double floor_seconds = 0;            // all CTAs' bytes at DRAM bandwidth
+  double seconds = 0;                  // floor / fraction (infinite when nothing fits)
+  // What they were computed from.
+  double busy_sms = 0;            // SMs with at least one CTA
+  double ctas_on_busiest_sm = 0;  // ceil(CTAs / SMs)
+  double resident_ctas = 0;       // CTAs at once on the busiest SM
+  double resident_warps = 0;
+  double inflight_bytes_per_sm = 0;
+  double needed_inflight_bytes = 0;  // bandwidth x latency, across the device
+  double waves = 0;                  // CTAs / (SMs x CTAs per SM)
+};
+
+GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in);
+
+}  // namespace moejit::dispatch
