@@ -371,11 +371,17 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     if (tid == 0)
       while (load_acquire(counter) != block_z()) spin_pause();
     block_sync();
+    // Every loop that indexes the accumulators is unrolled: one that is not (ptxas kept the
+    // epilogue's as a loop on sm_100a/sm_120a) puts them in local memory, main loop included.
+    MOEJIT_UNROLL
     for (u32 mt = 0; mt < S::kMTiles; ++mt)
+      MOEJIT_UNROLL
       for (u32 half_row = 0; half_row < 2; ++half_row) {
         const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
         if (c_row[r] < 0) continue;
+        MOEJIT_UNROLL
         for (u32 j = 0; j < S::kN8; ++j)
+          MOEJIT_UNROLL
           for (u32 e = 0; e < 2; ++e) {
             const u32 c = warp_n * S::WN + j * 8 + 2 * t + e;
             float& v = acc[mt][j][2 * half_row + e];
@@ -396,11 +402,14 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // ---- Epilogue ----
   float result_scale = 1.0f;
   if constexpr (kFragmentScales) result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
+  MOEJIT_UNROLL
   for (u32 mt = 0; mt < S::kMTiles; ++mt) {
+    MOEJIT_UNROLL
     for (u32 half_row = 0; half_row < 2; ++half_row) {
       const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
       const i64 row = c_row[r];
       if (row < 0) continue;
+      MOEJIT_UNROLL
       for (u32 j = 0; j < S::kN8; ++j) {
         const u32 col = work.n0 + warp_n * S::WN + j * 8 + 2 * t;  // packed column
         if (col >= S::N) continue;
