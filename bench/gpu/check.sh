@@ -9,7 +9,9 @@
 #
 # Environment: OUT (default: a new /tmp/moejit-gpu-check.*), MOEJIT_BUILD_DIR (default
 # <repo>/build), MOEJIT_CHECK_SECONDS (whole budget, default 470), MOEJIT_CHECK_QUICK=1
-# (bench_gemm --quick). Exit status: 0 pass, 1 fail, 2 no GPU (the JSON says why).
+# (bench_gemm --quick), MOEJIT_PERF_MODEL_JSON (the static model's predictions for this tree,
+# made where nvdisasm is; default <build>/bench/perf_model/perf-model-gpu-check.json: see
+# bench/gpu/README.md). Exit status: 0 pass, 1 fail, 2 no GPU (the JSON says why).
 #
 # Every step runs under `timeout`, so a hang costs its own slice of the budget and the later
 # steps and the report still happen; partial benchmark results are kept (bench_gemm rewrites
@@ -34,6 +36,7 @@ TESTS=$BUILD/tests/moejit_tests
 BENCH=$BUILD/bench/gpu/bench_gemm
 REPORT=$BUILD/bench/gpu/gpu_check_report
 CUTLASS_CHECK=$BUILD/bench/cutlass/cutlass_baseline_check
+PERF_MODEL_JSON=${MOEJIT_PERF_MODEL_JSON:-$BUILD/bench/perf_model/perf-model-gpu-check.json}
 
 COMMIT=unknown
 if commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
@@ -121,11 +124,17 @@ fi
 bench_s=$((SECONDS - t0))
 log "bench_gemm: exit $bench_rc in ${bench_s}s"
 
-# 5. One JSON document of everything.
+# 5. One JSON document of everything, with the model's prediction beside each measured case.
 total_s=$((SECONDS - START))
 report_rc=127
+if [[ -f $PERF_MODEL_JSON ]]; then
+  cp "$PERF_MODEL_JSON" "$OUT/perf-model.json"
+  log "model predictions: $PERF_MODEL_JSON"
+else
+  log "no model predictions at $PERF_MODEL_JSON: the report has no model_vs_measured rows"
+fi
 if [[ -x $REPORT ]]; then
-  "$REPORT" --out "$OUT/results.json" --gpu "$OUT/gpu.json" --probe-exit "$probe_rc" \
+  "$REPORT" --perf-model "$OUT/perf-model.json" --out "$OUT/results.json" --gpu "$OUT/gpu.json" --probe-exit "$probe_rc" \
     --tests-log "$OUT/tests.log" --tests-exit "$tests_rc" --bench "$OUT/bench.json" --bench-exit "$bench_rc" \
     --bench-log "$OUT/bench.log" --cutlass-log "$OUT/cutlass_check.log" --cutlass-exit "$cutlass_rc" \
     --commit "$COMMIT" \

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench/gpu/model_vs_measured.hpp"
 #include "bench/utc_now.hpp"
 
 namespace {
@@ -120,7 +121,7 @@ Json parse_cutlass_check(const std::string& path, int exit_code) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name, cutlass_log;
+  std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name, cutlass_log, model_path;
   int tests_exit = -1, bench_exit = -1, probe_exit = -1, cutlass_exit = -1;
   std::vector<std::string> durations;
   CLI::App app{"assemble bench/gpu/check.sh's results into one JSON document"};
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
   app.add_option("--bench-log", bench_log, "bench_gemm's stderr, named in the report");
   app.add_option("--cutlass-log", cutlass_log, "cutlass_baseline_check's output (one JSON object per line)");
   app.add_option("--cutlass-exit", cutlass_exit, "its exit status");
+  app.add_option("--perf-model", model_path, "bench/perf_model's JSON for this tree, to set beside the measurements");
   app.add_option("--commit", commit, "source commit of the checked tree");
   app.add_option("--duration", durations, "NAME=SECONDS, repeatable")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
@@ -172,6 +174,15 @@ int main(int argc, char** argv) {
   r["bench_log"] = bench_log.empty() ? Json(nullptr) : Json(std::filesystem::path(bench_log).filename().string());
 
   r["cutlass_check"] = parse_cutlass_check(cutlass_log, cutlass_exit);
+
+  // The static model's prediction beside each measured case (calibration; not part of the verdict).
+  std::string model_why;
+  const Json model = read_json(model_path, model_why);
+  if (model.is_null()) r["model_vs_measured"] = {{"error", "no model predictions: " + model_why}};
+  else if (bench.is_null()) r["model_vs_measured"] = {{"error", "no measurements: " + bench_why}};
+  else if (!r["gpu"].is_object() || !r["gpu"].contains("name"))
+    r["model_vs_measured"] = {{"error", "no GPU name to choose the model's profile by"}};
+  else r["model_vs_measured"] = moejit::bench::model_vs_measured(model, bench, r["gpu"]["name"].get<std::string>());
 
   Json d = Json::object();
   for (const std::string& kv : durations) {
