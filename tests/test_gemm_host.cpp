@@ -165,6 +165,10 @@ TEST_CASE("host grouped GEMM: split-K boundaries inside scale groups, odd and em
       {WeightFormat::int4_sym, 64, 2048, {32, 128, 128, 4, 4}, 7, Layout::indexed},
       // MXFP4, 16 stages of 128 in 7 splits of 3 (6 used, one empty).
       {WeightFormat::mxfp4, 32, 2048, {16, 256, 128, 4, 4}, 7, Layout::indexed},
+      // Stages of 256 (two 128-wide zero-point groups each): 6 stages in 3 splits, and MXFP4's
+      // eight scale rows per stage in 5 splits of 2 (the last one empty).
+      {WeightFormat::int4_asym, 128, 1536, {16, 128, 256, 4, 4}, 3, Layout::indexed},
+      {WeightFormat::mxfp4, 32, 2048, {16, 128, 256, 3, 4}, 5, Layout::contiguous},
   };
   for (const Split& sp : cases) {
     GemmCase c;

@@ -13,18 +13,23 @@ namespace moejit::dispatch {
 namespace {
 
 // Decode tiles (16 and 32 rows) stream weights: 4 warps side by side along N, each owning one
-// or two 32-column strips, k stages of up to 128. Prefill tiles (64 and 128 rows) reuse each
+// or two 32-column strips. A 16-row tile of 128 columns takes k stages of up to 256: the
+// per-stage work outside the dequantization (copies, barrier, addresses) then spreads over
+// twice the weights (5.9 weight bytes per warp-instruction on sm_90a against 5.6 with 128);
+// with 256 columns such a stage would need 255 registers and spill on sm_120a, so it stays at
+// 128. Prefill tiles (64 and 128 rows) reuse each
 // dequantized weight over 4 m16 rows per warp; 128 rows split 8 warps 2 x 4 so that the
 // accumulators (and the per-group sums of the f32-scaled path) stay in registers.
 struct RowsShape {
-  std::uint16_t bm, warps, max_bk;
-  std::array<std::uint16_t, 2> bns;  // candidate columns, 0: none
+  std::uint16_t bm, warps;
+  std::array<std::uint16_t, 2> bns;     // candidate columns, 0: none
+  std::array<std::uint16_t, 2> max_bk;  // the largest k per stage of each
 };
 constexpr std::array<RowsShape, 4> kRowsShapes = {{
-    {16, 4, 128, {256, 128}},
-    {32, 4, 128, {128, 0}},
-    {64, 4, 64, {128, 0}},
-    {128, 8, 64, {128, 0}},
+    {16, 4, {256, 128}, {128, 256}},
+    {32, 4, {128, 0}, {128, 0}},
+    {64, 4, {128, 0}, {64, 0}},
+    {128, 8, {128, 0}, {64, 0}},
 }};
 
 const RowsShape& rows_shape(std::uint16_t bm) {
@@ -50,7 +55,8 @@ std::uint16_t pick_bk(std::uint32_t k, std::uint16_t max_bk) {
 // (prefill), as the target's shared memory allows; stages 0 when even two do not fit.
 TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, WeightFormat weight, DType scale,
                      std::uint32_t group, Arch arch) {
-  TileConfig t{r.bm, bn, pick_bk(k, r.max_bk), 0, r.warps};
+  const std::uint16_t max_bk = bn == r.bns[0] ? r.max_bk[0] : r.max_bk[1];
+  TileConfig t{r.bm, bn, pick_bk(k, max_bk), 0, r.warps};
   const std::uint32_t stage_weights = static_cast<std::uint32_t>(bn) * t.bk / 2;
   int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1 : 3;
   stages = std::clamp(stages, 2, kMaxStages);

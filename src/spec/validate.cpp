@@ -94,7 +94,7 @@ Status validate_grouped_gemm(const KernelSpec& s) {
   MOEJIT_TRY(check_range("experts", s.experts, 1, 4096, op));
   MOEJIT_TRY(check_pow2("bm", s.bm, 16, 128, op));
   MOEJIT_TRY(check_pow2("bn", s.bn, 32, 256, op));
-  MOEJIT_TRY(check_pow2("bk", s.bk, 32, 128, op));
+  MOEJIT_TRY(check_pow2("bk", s.bk, 32, 256, op));
   if (s.k % s.bk != 0)
     return error(Code::invalid_argument, "field 'bk' = {}: does not divide k = {}; expected a bk that does (the k loop runs whole stages)",
                  s.bk, s.k);
