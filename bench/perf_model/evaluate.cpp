@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/arch.hpp"
+
 namespace moejit::perf {
 
 CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
@@ -39,6 +41,9 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   in.stages = s.stages;
   in.stages_per_cta = r.stages_per_cta;
   in.split_k = std::max<std::uint32_t>(1, r.launch.grid[2]);
+  // The fused layer's down projection fetches its first weights before waiting for the gate/up
+  // GEMM (programmatic dependent launch, sm_90 and later).
+  in.first_ramp_hidden = c.gemm == Gemm::down && arch_info(s.arch).sm >= 90;
   in.warps_per_cta = static_cast<std::uint32_t>(warps);
   in.ctas_per_sm = r.occupancy.ctas_per_sm;
   in.ctas = r.ctas;

@@ -191,6 +191,9 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBu
   down.params.ldc = hidden;
   down.params.a_row_divisor = 1;
   down.params.topk_weights = r.topk_weights;
+  // The down projection's routing, split-K counters and weights are complete when the gate/up
+  // GEMM begins: it requests its first weights before waiting for the gate/up output.
+  down.params.weights_before_dependency = 1;
   return g;
 }
 

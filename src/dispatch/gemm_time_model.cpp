@@ -58,6 +58,7 @@ GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
     };
     double t = full_rounds > 0 ? full_rounds * round(static_cast<double>(in.ctas_per_sm)) : 0;
     if (last_round > 0) t += round(last_round);
+    if (in.first_ramp_hidden && full_rounds + (last_round > 0 ? 1 : 0) > 0) t -= ramp;
     return t;
   };
   auto bound_of = [&](double seconds) { return std::min(1.0, e.floor_seconds / seconds); };

@@ -14,7 +14,8 @@
 //            move nothing
 // Each bound is the floor time (all CTAs' bytes at DRAM bandwidth) over the busiest SM's time
 // under that rate alone, at most 1; the fraction takes each round at its smallest rate, with the
-// latency ramp, so it is at most the smallest bound. A split K adds the serial reduction: each
+// latency ramp (not for the first round when the kernel ahead hides it), so it is at most the
+// smallest bound. A split K adds the serial reduction: each
 // split after the first waits for its predecessor's partial tile (kSplitStepNs apiece).
 
 #include <cstdint>
@@ -47,6 +48,9 @@ struct GemmTimeInputs {
   std::uint32_t ctas_per_sm = 0;
   double ctas = 0;  // CTAs with work (may be an expectation)
   std::uint32_t split_k = 1;  // serial split-K: split_k - 1 reduction steps after the last split
+  // The first round's weights are requested before the kernel ahead finishes (programmatic
+  // dependent launch, GroupedGemmParams::weights_before_dependency): its latency ramp is hidden.
+  bool first_ramp_hidden = false;
   double split_step_ns = kSplitStepNs;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "moe/align_params.cuh"
+#include "spec/spec_fields.hpp"
 
 namespace moejit::dispatch {
 namespace {
@@ -74,6 +75,10 @@ Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p
   if (p.ldc < out_columns(s) || p.ldc % 2 != 0)
     return error(Code::invalid_argument, "argument 'ldc' = {}: expected an even stride of at least {} output columns",
                  p.ldc, out_columns(s));
+  if (p.weights_before_dependency > 1 || (p.weights_before_dependency != 0 && s.layout != Layout::indexed))
+    return error(Code::invalid_argument,
+                 "argument 'weights_before_dependency' = {}: expected 0, or 1 with the indexed layout (layout is {})",
+                 p.weights_before_dependency, to_string(s.layout));
   switch (s.layout) {
     case Layout::indexed:
       MOEJIT_TRY(need(p.sorted_token_ids, "sorted_token_ids", 4, "the indexed layout"));

@@ -151,6 +151,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     in.stages = tile.stages;
     in.warps_per_cta = tile.warps;
     in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
+    in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
     const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
     const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
     // Only decode tiles split K: prefill tiles have rows enough to fill the GPU, and the
@@ -183,7 +184,8 @@ struct PlanKey {
   bool operator==(const PlanKey& o) const {
     return work.n == o.work.n && work.k == o.work.k && work.group_size == o.work.group_size &&
            work.weight == o.work.weight && work.scale == o.work.scale && work.busy_experts == o.work.busy_experts &&
-           work.rows_per_expert == o.work.rows_per_expert && bm == o.bm && arch == o.arch && sms == o.sms;
+           work.rows_per_expert == o.work.rows_per_expert &&
+           work.first_ramp_hidden == o.work.first_ramp_hidden && bm == o.bm && arch == o.arch && sms == o.sms;
   }
 };
 

@@ -35,6 +35,9 @@ struct GemmWork {
   DType scale = DType::none;
   double busy_experts = 1;     // experts expected to get rows (at least one)
   double rows_per_expert = 1;  // rows each of them gets, on average
+  // The first weights are requested before the kernel ahead finishes (programmatic dependent
+  // launch, sm_90 and later): the first round's memory latency is hidden.
+  bool first_ramp_hidden = false;
 };
 
 struct GemmPlan {

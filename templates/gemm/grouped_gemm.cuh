@@ -134,8 +134,11 @@ struct TileWork {
 // The main loop, the split-K reduction and the epilogue of one block. kFragmentScales: MXFP4
 // scales folded into the B fragments (the expert's range allows it); else scaled in f32 per
 // group.
+// `dependency_pending`: the kernel ahead has not been waited for yet (weights_before_dependency):
+// the prologue requests its weight stages first, then waits, then requests the activations.
 template <class Spec, bool kFragmentScales>
-MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, unsigned char* smem) {
+MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, unsigned char* smem,
+                            bool dependency_pending) {
   using namespace moejit::prim;
   using S = GemmShape<Spec>;
   constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, T = S::kThreads;
@@ -202,11 +205,15 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // scales, routing) from L2.
   const L2Policy weight_policy = l2_evict_first_policy();
 
-  // Issues the copies of the split's stage `i` into pipeline slot `slot`.
-  auto load_stage = [&](u32 slot, u32 i) {
+  // Issues the copies of the split's stage `i` into pipeline slot `slot`: activations, then
+  // weights with their scales and zero points.
+  auto load_activations = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
     for (u32 j = 0; j < S::kAPerThread; ++j)
       if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * (BK * 2));
+  };
+  auto load_weights = [&](u32 slot, u32 i) {
+    unsigned char* stage = smem + slot * S::kStageBytes;
     unsigned char* b_stage = stage + S::kABytes + tid * 16;
     const u8* b_stage_src = b_src + static_cast<u64>(i) * (BK * 16);
     for (u32 j = 0; j < S::kBPerThread; ++j)
@@ -342,8 +349,18 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   };
 
   // ---- Pipeline: kStages - 1 stages in flight ahead of the one being computed ----
+  // With the dependency pending, the prologue's weights go first (into the first commit group,
+  // which stage 0 waits for anyway) and the activations after the wait.
+  if (dependency_pending) {
+    for (u32 s = 0; s + 1 < S::kStages; ++s)
+      if (s < stages) load_weights(s, s);
+    grid_dependency_wait();
+  }
   for (u32 s = 0; s + 1 < S::kStages; ++s) {
-    if (s < stages) load_stage(s, s);
+    if (s < stages) {
+      load_activations(s, s);
+      if (!dependency_pending) load_weights(s, s);
+    }
     cp_async_commit();
   }
   // Slots rotate: stage i computes in slot i % kStages while stage i + kStages - 1 loads into
@@ -353,7 +370,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     cp_async_wait<S::kStages - 2>();
     block_sync();  // stage i is in shared memory; every warp is done with stage i - 1's slot
     const u32 next = i + S::kStages - 1;
-    if (next < stages) load_stage(load_slot, next);
+    if (next < stages) {
+      load_activations(load_slot, next);
+      load_weights(load_slot, next);
+    }
     cp_async_commit();
     compute_stage(compute_slot, i);
     load_slot = compute_slot;
@@ -456,8 +476,15 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
 
   // Launched with programmatic dependent launch: the routing, the activations, the counts and
   // the split-K workspace come from (or are still used by) the kernels ahead of it. Every
-  // block waits before anything else, early exits included.
-  grid_dependency_wait();
+  // block waits before anything else, early exits included; except where the routing was
+  // complete before the kernel ahead began (weights_before_dependency): then the routing is
+  // read at once, at GPU scope (no stale L1 line), the weights are requested, and run_tile
+  // waits before the activations. A block that exits early has read nothing still being written.
+  const bool dependency_pending = Spec::layout == gemm_enum::indexed && p.weights_before_dependency != 0;
+  if (!dependency_pending) grid_dependency_wait();
+  auto routing = [&](const i32* q) -> i32 {
+    return dependency_pending ? static_cast<i32>(load_acquire(reinterpret_cast<const u32*>(q))) : *q;
+  };
 
   unsigned char* smem = dynamic_shared();
   i64* a_offset = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
@@ -471,11 +498,11 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   work.n0 = block_x() * S::BN;
   if constexpr (Spec::layout == gemm_enum::indexed) {
     const u32 tile = block_y();
-    if (static_cast<i64>(tile) * BM >= *p.num_tokens_post_pad) return;
-    work.expert = p.expert_ids[tile];
+    if (static_cast<i64>(tile) * BM >= routing(p.num_tokens_post_pad)) return;
+    work.expert = routing(p.expert_ids + tile);
     if (work.expert < 0) return;
     for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 id = p.sorted_token_ids[tile * BM + r];
+      const i32 id = routing(p.sorted_token_ids + tile * BM + r);
       const bool valid = id >= 0 && id < m;
       a_offset[r] = valid ? static_cast<i64>(id / p.a_row_divisor) * p.lda : -1;
       c_row[r] = valid ? id : -1;
@@ -536,11 +563,11 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   if constexpr (S::kMxfp4) {
     work.scale_range = p.b_scale_ranges[work.expert];
     if (gemm::fragment_scales_exact<S::kHalf>(gemm::expert_scale_range(work.scale_range))) {
-      run_tile<Spec, true>(p, work, smem);
+      run_tile<Spec, true>(p, work, smem, dependency_pending);
       return;
     }
   }
-  run_tile<Spec, false>(p, work, smem);
+  run_tile<Spec, false>(p, work, smem, dependency_pending);
 }
 
 }  // namespace moejit::kernels

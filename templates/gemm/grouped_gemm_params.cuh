@@ -176,6 +176,14 @@ struct GroupedGemmParams {
   // the first launch and left at zero by every launch.
   float* workspace;
   u32* tile_counters;
+
+  // indexed layout, 1: the routing (sorted_token_ids, expert_ids, num_tokens_post_pad), the
+  // split-K counters and the weights were all complete before the kernel ahead of this one in
+  // the stream began (the fused layer's down projection: the align ran two launches earlier).
+  // Under programmatic dependent launch the kernel then reads its routing and requests its
+  // first stages of weights before waiting for that kernel, whose tail hides their latency;
+  // only the activations wait. 0: everything waits.
+  u32 weights_before_dependency;
 };
 
 }  // namespace moejit

@@ -163,6 +163,26 @@ TEST_CASE("bounds: too few bytes in flight bind a small grid") {
   CHECK(b.fraction == doctest::Approx(b.latency));
 }
 
+TEST_CASE("bounds: a first round fetched under the kernel ahead pays no latency ramp") {
+  // The small grid above, its one round without the 0.7 us ramp: 139264 / 1.86514e10 = 7.46667
+  // us; 2.78528 / 7.46667 = 0.37303 (latency bound and fraction alike).
+  BoundInputs in = decode_inputs();
+  in.bytes_per_warp_instruction = 5;
+  in.ctas = 96;
+  in.first_ramp_hidden = true;
+  const Bounds b = predict_bounds(in);
+  CHECK(b.latency == doctest::Approx(0.37303).epsilon(1e-4));
+  CHECK(b.fraction == doctest::Approx(0.37303).epsilon(1e-4));
+  // Two rounds (1000 CTAs, 7 per SM, fill at 10 B/clk as below): only the first loses its ramp,
+  // 58.1 - 0.7 = 57.4 us: 29.0133 / 57.4 = 0.50546.
+  in = decode_inputs();
+  in.bytes_per_warp_instruction = 10;
+  in.ctas = 1000;
+  in.sm_fill_bytes_per_clock = 10;
+  in.first_ramp_hidden = true;
+  CHECK(predict_bounds(in).fraction == doctest::Approx(0.50546).epsilon(1e-4));
+}
+
 TEST_CASE("bounds: a split K adds its serial reduction steps") {
   // The small grid above with split-K 3: two steps of 1 us after 8.16667 us: 2.78528 / 10.16667
   // = 0.27396. The bounds themselves do not change.
