@@ -51,7 +51,7 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("weights_before_dependency: 0, or 1 with the indexed layout; anything else names the argument") {
+TEST_CASE("weights_before_dependency: 0, or 1 with the indexed layout, anything else names the argument") {
   Fixture f;
   auto spec = grouped_gemm_spec(f.request, Arch::sm_90a, Backend::device, 132);
   REQUIRE_MESSAGE(spec.ok(), spec.status().message());

@@ -188,7 +188,7 @@ TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w
   }
 }
 
-TEST_CASE("MXFP4 scales end with each expert's scale-byte range; all-zero blocks take the largest byte") {
+TEST_CASE("MXFP4 scales end with each expert's scale-byte range, all-zero blocks take the largest byte") {
   Rng rng;
   MOEJIT_QUANT_SEED(rng);
   const u32 E = 4, N = 64, K = 128, groups = K / 32;
