@@ -203,6 +203,14 @@ TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism m
   Buffer workspace(bytes);
   a.workspace = workspace.data;
   a.workspace_bytes = bytes;
+
+  // Without the map, ids up to 7 would index 6 experts' weights: refused, naming the argument.
+  a.expert_map = nullptr;
+  CHECK(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(moejit_last_error()).find("global_experts") != std::string::npos);
+  CHECK(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_ERROR_INVALID_ARGUMENT);
+  a.expert_map = map.data();
+
   REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
 
   // Reference: pairs of experts this rank does not hold contribute nothing.

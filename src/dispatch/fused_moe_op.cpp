@@ -89,9 +89,14 @@ Status check_request(const FusedMoeRequest& r) {
     return error(Code::invalid_argument,
                  "argument 'w2': N x K = {} x {}; expected H x I = {} x {} (w13 is 2I x H = {} x {})", r.w2.n, r.w2.k,
                  r.w13.k, r.w13.n / 2, r.w13.n, r.w13.k);
-  if (global_experts(r) < r.w13.experts && r.expert_map == nullptr)
+  // Without a map, topk_ids index the weights directly: a wider range would read past them.
+  if (r.expert_map == nullptr && global_experts(r) != r.w13.experts)
     return error(Code::invalid_argument,
-                 "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local (with an expert_map)",
+                 "argument 'global_experts' = {}: without an expert_map it must equal the {} local experts (topk_ids "
+                 "index the weights); give an expert_map for expert parallelism",
+                 global_experts(r), r.w13.experts);
+  if (global_experts(r) < r.w13.experts)
+    return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
   if (r.act != DType::bf16 && r.act != DType::f16)
     return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16 or f16", to_string(r.act));
