@@ -210,6 +210,17 @@ TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism m
   CHECK(std::string(moejit_last_error()).find("global_experts") != std::string::npos);
   CHECK(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_ERROR_INVALID_ARGUMENT);
   a.expert_map = map.data();
+  // Map entries past the local experts, or negative ones other than -1, are refused too.
+  for (const i32 bad : {static_cast<i32>(local), -2}) {
+    std::vector<i32> bad_map = map;
+    bad_map[global - 1] = bad;
+    a.expert_map = bad_map.data();
+    CHECK(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+    const std::string message = moejit_last_error();
+    CAPTURE(message);
+    CHECK(message.find("expert_map[7]") != std::string::npos);
+  }
+  a.expert_map = map.data();
 
   REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
 

@@ -276,8 +276,11 @@ typedef struct moejit_fused_moe_args {
   const void* hidden;                 /* [T, H] act dtype */
   const int32_t* topk_ids;            /* [T, topk] global expert ids */
   const float* topk_weights;          /* [T, topk] */
-  const int32_t* expert_map;          /* [global_experts] -> local expert or -1 (not on this
-                                         rank: contributes nothing); NULL: identity */
+  const int32_t* expert_map;          /* [global_experts] -> local expert in [0, w13->experts)
+                                         or -1 (not on this rank: contributes nothing); NULL:
+                                         identity, and then global_experts must equal
+                                         w13->experts. Checked like topk_ids (see
+                                         MOEJIT_CHECK_INPUTS) */
   void* output;                       /* [T, H] out dtype */
   void* workspace;                    /* moejit_fused_moe_workspace_size bytes */
   uint64_t workspace_bytes;
