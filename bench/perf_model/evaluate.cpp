@@ -31,11 +31,7 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   r.scale_zero_bytes_per_instruction = r.scale_zero_bytes_per_iteration / r.instructions_per_iteration;
   r.bytes_per_instruction = r.weight_bytes_per_instruction + r.scale_zero_bytes_per_instruction;
 
-  BoundInputs in;
-  in.sms = device.sms;
-  in.clock_ghz = device.clock_ghz;
-  in.bandwidth = device.memory_bytes_per_s;
-  in.latency_ns = device.memory_latency_ns;
+  BoundInputs in = dispatch::time_inputs_of(device);
   in.bytes_per_warp_instruction = r.bytes_per_instruction;
   in.stage_bytes = r.stage.total();
   in.stages = s.stages;

@@ -11,6 +11,15 @@ constexpr double kIssuePerSmPerClock = 4;  // 4 schedulers, one warp-instruction
 
 }  // namespace
 
+GemmTimeInputs time_inputs_of(const DeviceProfile& device) {
+  GemmTimeInputs in;
+  in.sms = device.sms;
+  in.clock_ghz = device.clock_ghz;
+  in.bandwidth = device.memory_bytes_per_s;
+  in.latency_ns = device.memory_latency_ns;
+  return in;
+}
+
 std::string_view to_string(TimeBound b) {
   switch (b) {
     case TimeBound::issue: return "issue";

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "spec/device_profiles.hpp"
+
 namespace moejit::dispatch {
 
 // Bytes per clock L2 can hand one SM when every SM streams: our assumption, the aggregate L2 read
@@ -53,6 +55,9 @@ struct GemmTimeInputs {
   bool first_ramp_hidden = false;
   double split_step_ns = kSplitStepNs;
 };
+
+// The device fields of the inputs, from a profile; the kernel's are left for the caller.
+GemmTimeInputs time_inputs_of(const DeviceProfile& device);
 
 enum class TimeBound : char { issue = 'I', latency = 'L', fill = 'F' };
 std::string_view to_string(TimeBound b);

@@ -74,11 +74,11 @@ TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, Weig
 // The device the time model assumes: the profile of `arch` with `sms` multiprocessors (the
 // default profile with its SM count replaced where none has it).
 DeviceProfile planning_device(Arch arch, std::uint32_t sms) {
-  for (const DeviceProfile& p : device_profiles_for(arch))
-    if (p.sms == sms) return p;
-  DeviceProfile p = default_device_profile(arch).value_or(*device_profile("H200"));
-  p.sms = sms;
-  return p;
+  if (auto p = device_profile_for(arch, sms)) return *p;
+  auto p = default_device_profile(arch);
+  if (!p) p = default_device_profile(Arch::sm_90a);
+  p->sms = sms;
+  return *p;
 }
 
 // Blocks of `t` one SM holds at once: shared memory, threads and (an estimate of) registers.
@@ -140,11 +140,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
     const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
                                                    scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym);
-    GemmTimeInputs in;
-    in.sms = device.sms;
-    in.clock_ghz = device.clock_ghz;
-    in.bandwidth = device.memory_bytes_per_s;
-    in.latency_ns = device.memory_latency_ns;
+    GemmTimeInputs in = time_inputs_of(device);
     in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile);
     in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
                      static_cast<double>(bn) * scale_bytes_of(w.scale) * tile.bk / std::max(w.group_size, 1u);

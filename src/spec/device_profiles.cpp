@@ -55,6 +55,12 @@ std::vector<DeviceProfile> device_profiles_for(Arch arch) {
   return out;
 }
 
+std::optional<DeviceProfile> device_profile_for(Arch arch, std::uint32_t sms) {
+  for (const auto& p : kProfiles)
+    if (family(p.arch) == family(arch) && p.sms == sms) return p;
+  return std::nullopt;
+}
+
 std::optional<DeviceProfile> default_device_profile(Arch arch) {
   for (const auto& p : kProfiles)
     if (family(p.arch) == family(arch)) return p;

@@ -43,6 +43,10 @@ std::optional<DeviceProfile> device_profile(std::string_view name);
 // hardware); warm-up enumerates the heuristic's choices over all of them.
 std::vector<DeviceProfile> device_profiles_for(Arch arch);
 
+// The profile of a device `arch` runs on with `sms` multiprocessors, if there is one (no
+// allocation: the planner asks on its dispatch path).
+std::optional<DeviceProfile> device_profile_for(Arch arch, std::uint32_t sms);
+
 // The profile the static model and warm-up use for `arch` when no device is named: the first
 // one listed for it (H200 for sm_90a, B200 for sm_100a, ...); nullopt for a family moejit has
 // no profile of.
