@@ -218,7 +218,8 @@ int run(const Options& o) {
   if (!kernels.analyses.empty()) run.nvrtc = kernels.analyses.front().kernel->meta.compiler;
   run.nvdisasm = *nvdisasm;
   const char* template_dir = std::getenv("MOEJIT_TEMPLATE_DIR");
-  run.templates = template_dir != nullptr && *template_dir != '\0' ? template_dir : "embedded";
+  // Which templates, without the directory's path (results are committed).
+  run.templates = template_dir != nullptr && *template_dir != '\0' ? "MOEJIT_TEMPLATE_DIR" : "embedded";
   run.tokens = o.tokens;
   run.profiles = inputs->profiles;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "spec/spec_fields.hpp"
@@ -167,7 +168,10 @@ nlohmann::ordered_json report_json(const RunInfo& run, std::span<const KernelAna
   j["date"] = run.date;
   j["commit"] = run.commit;
   j["nvrtc"] = run.nvrtc;
-  j["nvdisasm"] = {{"path", run.nvdisasm.path}, {"version", run.nvdisasm.version}};
+  // The tool by name and version, not by path: results are committed, and a path names the
+  // machine that made them.
+  j["nvdisasm"] = {{"name", std::filesystem::path(run.nvdisasm.path).filename().string()},
+                   {"version", run.nvdisasm.version}};
   j["templates"] = run.templates;
   j["tokens"] = run.tokens;
   json profiles = json::array();
