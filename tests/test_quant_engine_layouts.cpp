@@ -50,11 +50,9 @@ Int4Tensors to_gptq(const QuantizedWeights& w, GptqZeros zeros) {
     for (u32 g = 0; g < G; ++g) {
       for (u32 c = 0; c < w.n / 8; ++c) {
         u32 word = 0;
-        for (u32 i = 0; i < 8; ++i) {
-          const u32 z = w.zero_of(e, 8 * c + i, g * w.group_size) - (zeros == GptqZeros::v1 ? 1 : 0);
-          word |= (z & 0xF) << (4 * i);
-        }
-        t.qzeros.push_back(as_i32(word));
+        for (u32 i = 0; i < 8; ++i) word |= static_cast<u32>(w.zero_of(e, 8 * c + i, g * w.group_size)) << (4 * i);
+        // v1 as the exporters write it: one 32-bit subtraction (a zero point of 0 borrows).
+        t.qzeros.push_back(as_i32(zeros == GptqZeros::v1 ? word - 0x11111111u : word));
       }
       for (u32 n = 0; n < w.n; ++n) t.scales.push_back(w.scales[w.group_index(e, n, g)]);
     }
@@ -151,9 +149,9 @@ TEST_CASE("GPTQ v1 and v2 tensors pack like the plain packer") {
             CAPTURE(static_cast<int>(dtype));
             const std::string order_name = row_order_name(rows);
             CAPTURE(order_name);
-            // v1 cannot store zero 0 (it would be -1): its checkpoints have zeros 1..15.
-            const QuantizedWeights w = random_logical(rng, format, group, dtype, E, N, K,
-                                                      version == GptqZeros::v1 ? 1 : 0);
+            // Zero points 0..15: a v1 word with a 0 in it borrows (GPTQModel notes this affects a
+            // share of asymmetric exports; such checkpoints must load).
+            const QuantizedWeights w = random_logical(rng, format, group, dtype, E, N, K);
             const auto t = to_gptq(w, version);
             std::vector<i32> g_idx(K);
             for (u32 k = 0; k < K; ++k) g_idx[k] = static_cast<i32>(k / group);  // trivial: accepted
@@ -277,16 +275,16 @@ TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
   bad.group_size = 48;
   check_error(pack_gptq(bad).status(), Code::invalid_argument, {"group_size = 48"});
 
-  // v1 nibble 15 would be zero point 16.
-  std::vector<i32> zeros16 = g.qzeros;
-  zeros16[3] = as_i32(0xF0000000u | (static_cast<u32>(zeros16[3]) & 0x0FFFFFFFu));
-  bad = src;
-  bad.qzeros = zeros16;
-  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"column 31", "zero point 16"});
   // A symmetric checkpoint whose zeros are not the symmetric ones.
+  std::vector<i32> not_symmetric(g.qzeros.size(), as_i32(0x77777777u));
+  not_symmetric[3] = as_i32(0x77777777u - 0x10000000u);  // column 31: zero point 7
   bad = src;
+  bad.qzeros = not_symmetric;
   bad.symmetric = true;
-  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"symmetric checkpoint has zero point 8 (stored 7)"});
+  check_error(pack_gptq(bad).status(), Code::invalid_argument,
+              {"column 31: zero point 7 (v1 word 0x67777777)", "symmetric checkpoint has zero point 8"});
+  not_symmetric[3] = as_i32(0x77777777u);
+  CHECK(pack_gptq(bad).ok());
 
   auto a = to_awq(asym);
   AwqWeights awq;

@@ -29,9 +29,11 @@ Result<PackedWeights> pack_vllm_mxfp4(const VllmMxfp4Weights& weights, const Pac
 //   qweight [E][K/8][N] int32: word (r, n) holds k = 8r + i in nibble i (bits 4i..4i+3);
 //   qzeros  [E][K/G][N/8] int32: word (g, c) holds the zero of n = 8c + i in nibble i;
 //   scales  [E][K/G][N] f16 (or bf16) bits.
-// v1 checkpoints (AutoGPTQ's original format) store zero - 1 and kernels add 1 back; v2
-// (GPTQModel's) store the zero itself. Symmetric checkpoints store 7 (v1) / 8 (v2) everywhere.
-// A v1 nibble of 15 decodes to zero 16, which 4-bit zero points cannot hold: an error.
+// v2 (GPTQModel's) qzeros hold the zero points themselves. v1 (AutoGPTQ's original format, and
+// GPTQModel's v1 export) hold the packed word minus 0x11111111, subtracted as one 32-bit integer,
+// so a zero point of 0 borrows from the nibble above (its nibble reads 15, the next one less 1);
+// moejit adds 0x11111111 back to the word, as GPTQModel's v1 -> v2 conversion does, which every
+// word survives. Symmetric checkpoints hold words 0x77777777 (v1) / 0x88888888 (v2).
 enum class GptqZeros : u8 { v1 = 1, v2 = 2 };
 
 struct GptqWeights {

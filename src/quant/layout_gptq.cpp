@@ -62,6 +62,13 @@ class Loader {
         scales_(static_cast<u64>(w.n) * groups_),
         zeros_(w.symmetric ? 0 : scales_.size()) {}
 
+  // The word of eight zero points as stored: v1 exporters (AutoGPTQ, GPTQModel) subtract
+  // 0x11111111 from the whole 32-bit word, so a zero point of 0 borrows from the nibble above;
+  // adding it back word-wise undoes exactly that (mod 2^32), where nibble-wise +1 would not.
+  i32 zero_word(i32 stored) const {
+    return w_.zero_format == GptqZeros::v1 ? static_cast<i32>(static_cast<u32>(stored) + 0x11111111u) : stored;
+  }
+
   Result<detail::ExpertView> operator()(u32 e) {
     const u64 n = w_.n, k = w_.k;
     const i32* qweight = w_.qweight.data() + e * (k / 8) * n;
@@ -75,21 +82,16 @@ class Loader {
 
     if (!w_.qzeros.empty()) {
       const i32* qzeros = w_.qzeros.data() + e * groups_ * (n / 8);
-      const u32 added = w_.zero_format == GptqZeros::v1 ? 1 : 0;
       for (u64 g = 0; g < groups_; ++g) {
         for (u64 col = 0; col < n; ++col) {
-          const u32 stored = nibble(qzeros[g * (n / 8) + col / 8], static_cast<u32>(col % 8));
-          const u32 zero = stored + added;
+          const u32 zero = nibble(zero_word(qzeros[g * (n / 8) + col / 8]), static_cast<u32>(col % 8));
           if (w_.symmetric && zero != kInt4SymZero)
             return error(Code::invalid_argument,
-                         "GPTQ qzeros of expert {}, group {}, column {}: stored {} ({}) is zero point {}, but a "
-                         "symmetric checkpoint has zero point 8 (stored {})",
-                         e, g, col, stored, w_.zero_format == GptqZeros::v1 ? "v1" : "v2", zero, 8 - added);
-          if (zero > kInt4Max)
-            return error(Code::invalid_argument,
-                         "GPTQ qzeros of expert {}, group {}, column {}: v1 stored 15 means zero point 16, which "
-                         "4-bit zero points cannot hold",
-                         e, g, col);
+                         "GPTQ qzeros of expert {}, group {}, column {}: zero point {} ({} word {:#010x}), but a "
+                         "symmetric checkpoint has zero point 8 everywhere ({})",
+                         e, g, col, zero, w_.zero_format == GptqZeros::v1 ? "v1" : "v2",
+                         static_cast<u32>(qzeros[g * (n / 8) + col / 8]),
+                         w_.zero_format == GptqZeros::v1 ? "v1 words 0x77777777" : "v2 words 0x88888888");
           if (!w_.symmetric) zeros_[col * groups_ + g] = static_cast<u8>(zero);
         }
       }
