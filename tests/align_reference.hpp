@@ -3,6 +3,7 @@
 // directly, and random routing to feed it: shared by the align suites (host and device) and the
 // grouped GEMM harness that needs indexed layouts.
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -18,15 +19,22 @@ struct AlignOutputs {
   std::int32_t num_tokens_post_pad = 0;
 };
 
-// Pairs grouped by expert in increasing flat index, each expert padded with the sentinel
-// `numel` to a multiple of the block size, blocks labelled with the (mapped) expert, -1 past
-// the used blocks; ids outside [0, experts) are dropped.
-inline AlignOutputs reference_align(const std::vector<std::int32_t>& ids, std::int32_t experts,
-                                    std::int32_t block_size, const std::vector<std::int32_t>* map = nullptr) {
+// Pairs grouped by local expert in increasing flat index, each local expert padded with the
+// sentinel `numel` to a multiple of the block size, blocks labelled with their local expert, -1
+// past the used blocks. A pair gets no slot when its id is outside [0, global) or its mapped id
+// is outside [0, experts) (without a map, ids are local ids).
+inline AlignOutputs reference_align(const std::vector<std::int32_t>& ids, std::int32_t experts, std::int32_t block_size,
+                                    const std::vector<std::int32_t>* map = nullptr, std::int32_t global = 0) {
+  if (global == 0) global = experts;
   const auto numel = static_cast<std::int32_t>(ids.size());
+  auto local_of = [&](std::int32_t id) {
+    if (id < 0 || id >= global) return -1;
+    const std::int32_t l = map != nullptr ? (*map)[static_cast<std::size_t>(id)] : id;
+    return l >= 0 && l < experts ? l : -1;
+  };
   std::vector<std::int64_t> count(experts, 0), start(experts + 1, 0);
-  for (std::int32_t e : ids)
-    if (e >= 0 && e < experts) ++count[e];
+  for (std::int32_t id : ids)
+    if (local_of(id) >= 0) ++count[local_of(id)];
   for (std::int32_t e = 0; e < experts; ++e)
     start[e + 1] = start[e] + (count[e] + block_size - 1) / block_size * block_size;
   AlignOutputs r;
@@ -35,10 +43,9 @@ inline AlignOutputs reference_align(const std::vector<std::int32_t>& ids, std::i
   r.expert_ids.assign(static_cast<std::size_t>(align_max_blocks(numel, experts, block_size)), -1);
   std::vector<std::int64_t> next(start.begin(), start.end() - 1);
   for (std::int32_t i = 0; i < numel; ++i)
-    if (ids[i] >= 0 && ids[i] < experts) r.sorted_token_ids[next[ids[i]]++] = i;
+    if (local_of(ids[i]) >= 0) r.sorted_token_ids[next[local_of(ids[i])]++] = i;
   for (std::int32_t e = 0; e < experts; ++e)
-    for (std::int64_t b = start[e] / block_size; b < start[e + 1] / block_size; ++b)
-      r.expert_ids[b] = map != nullptr ? (*map)[e] : e;
+    for (std::int64_t b = start[e] / block_size; b < start[e + 1] / block_size; ++b) r.expert_ids[b] = e;
   return r;
 }
 
@@ -59,6 +66,36 @@ inline std::vector<std::int32_t> random_ids(std::mt19937& rng, std::int32_t nume
     else id = hot[rng() % hot.size()];
   }
   return ids;
+}
+
+}  // namespace moejit::test
+
+namespace moejit::test {
+
+// Routing as an expert-parallel rank sees it: `global` experts of which `experts` live here, at
+// random global ids (the highest included) in a random local order; a few map entries then
+// broken the ways an unchecked map can be (a second global id for a local expert, ids past the
+// local count, negatives other than -1), which the align must survive without a stray write.
+struct RandomRouting {
+  std::vector<std::int32_t> ids, map;
+  std::int32_t global = 0;
+};
+
+inline RandomRouting random_routing(std::mt19937& rng, std::int32_t numel, std::int32_t experts, bool with_map) {
+  RandomRouting r;
+  r.global = with_map ? experts + static_cast<std::int32_t>(rng() % (3 * experts + 1)) : experts;
+  r.ids = random_ids(rng, numel, r.global);
+  if (!with_map) return r;
+  std::vector<std::int32_t> globals(r.global);
+  for (std::int32_t g = 0; g < r.global; ++g) globals[g] = g;
+  std::shuffle(globals.begin(), globals.end(), rng);
+  std::swap(*std::find(globals.begin(), globals.end(), r.global - 1), globals[rng() % experts]);
+  r.map.assign(r.global, -1);
+  for (std::int32_t l = 0; l < experts; ++l) r.map[globals[l]] = l;
+  const std::int32_t broken[] = {0, experts - 1, experts, experts + 3, -2, std::numeric_limits<std::int32_t>::min()};
+  for (std::int32_t g = experts; g < r.global; ++g)
+    if (rng() % 8 == 0) r.map[globals[g]] = broken[rng() % 6];
+  return r;
 }
 
 }  // namespace moejit::test

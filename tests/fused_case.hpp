@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -132,10 +133,15 @@ inline double run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const
   const std::uint32_t H = c.hidden, I = c.intermediate, global = c.global_experts ? c.global_experts : c.experts;
   const quant::QuantizedWeights w13 = random_weights(rng, c, 2 * I, H), w2 = random_weights(rng, c, H, I);
 
-  // Expert parallelism: global experts [first, first + E) live here, the others elsewhere.
-  const std::uint32_t first = global > c.experts ? 1 : 0;
-  std::vector<i32> map(global, -1);
-  for (std::uint32_t e = 0; e < c.experts; ++e) map[first + e] = static_cast<i32>(e);
+  // Expert parallelism: E of the global experts live here, at random global ids (the highest
+  // among them) in a random local order; the others elsewhere.
+  std::vector<i32> map(global, -1), placement(global);
+  std::iota(placement.begin(), placement.end(), 0);
+  if (global > c.experts) {
+    std::shuffle(placement.begin(), placement.end(), rng);
+    std::swap(*std::find(placement.begin(), placement.end(), static_cast<i32>(global - 1)), placement[rng() % c.experts]);
+  }
+  for (std::uint32_t e = 0; e < c.experts; ++e) map[placement[e]] = static_cast<i32>(e);
   std::vector<i32> ids(static_cast<std::size_t>(c.tokens) * c.topk);
   std::vector<float> weights(ids.size());
   std::vector<i32> order(global);

@@ -311,13 +311,9 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   auto resolved = resolver.resolve(spec);
   REQUIRE_MESSAGE(resolved.ok(), resolved.status().message());
   if (shape.grid[1] > 0) {
-    LaunchDims dims;
-    dims.grid[0] = shape.grid[0];
-    dims.grid[1] = shape.grid[1];
-    dims.grid[2] = shape.grid[2];
-    dims.block[0] = shape.block_threads;
-    dims.dynamic_shared_bytes = shape.dynamic_shared_bytes;
-    const Status ran = launcher.launch(*resolved->kernel, dims, &p, sizeof p, nullptr);
+    auto dims = dispatch::grouped_gemm_launch_dims(shape);
+    REQUIRE_MESSAGE(dims.ok(), dims.status().message());
+    const Status ran = launcher.launch(*resolved->kernel, *dims, &p, sizeof p, nullptr);
     REQUIRE_MESSAGE(ran.ok(), ran.message());
   }
   memory.download(out.data(), c_backend, out.size());

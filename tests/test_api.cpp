@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <random>
 
 #include "common/numeric.cuh"
@@ -15,126 +17,11 @@
 #include "quant/engine_layouts.hpp"
 #include "quant/quantize.hpp"
 #include "quant/reference.hpp"
+#include "c_api_helpers.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
-
-namespace {
-
-// `count` standard-normal activations rounded to `dtype` (bf16 or f16) into `data`; their exact
-// values, for the reference.
-template <typename Rng>
-std::vector<double> random_activations(void* data, std::size_t count, DType dtype, Rng& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<double> exact(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    const u16 h = dtype == DType::bf16 ? prim::twin::f32_to_bf16(dist(rng)) : prim::twin::f32_to_f16(dist(rng));
-    static_cast<u16*>(data)[i] = h;
-    exact[i] = dtype == DType::bf16 ? prim::twin::bf16_to_f32(h) : prim::twin::f16_to_f32(h);
-  }
-  return exact;
-}
-
-// Owned, 256-byte aligned host memory.
-struct Buffer {
-  explicit Buffer(std::size_t bytes) : size(bytes), data(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)) {
-    std::memset(data, 0xff, size);
-  }
-  ~Buffer() { std::free(data); }
-  Buffer(const Buffer&) = delete;
-  std::size_t size;
-  void* data;
-};
-
-struct Context {
-  explicit Context(const TempDir& dir, moejit_backend_t backend = MOEJIT_BACKEND_HOST, const char* manifest = nullptr,
-                   int frozen = 0) {
-    cache = dir / "store";
-    moejit_context_options_t o;
-    moejit_context_options_init(&o);
-    o.backend = backend;
-    o.cache_dir = cache.c_str();
-    o.usage_manifest = manifest;
-    o.frozen = frozen;
-    REQUIRE_MESSAGE(moejit_context_create(&o, &ctx) == MOEJIT_OK, std::string(moejit_last_error()));
-  }
-  ~Context() { moejit_context_destroy(ctx); }
-  std::string cache;
-  moejit_context_t ctx = nullptr;
-};
-
-// Packed weights with their buffers.
-struct Packed {
-  moejit_packed_weights_t w{};
-  std::unique_ptr<Buffer> q, s, z, b;
-};
-
-std::unique_ptr<Packed> pack(moejit_context_t ctx, moejit_weights_desc_t d) {
-  moejit_packed_sizes_t sizes;
-  REQUIRE_MESSAGE(moejit_packed_weights_size(ctx, &d, &sizes) == MOEJIT_OK, std::string(moejit_last_error()));
-  auto p = std::make_unique<Packed>();
-  moejit_packed_weights_init(&p->w);
-  p->q = std::make_unique<Buffer>(sizes.qweight_bytes);
-  p->s = std::make_unique<Buffer>(sizes.scales_bytes);
-  p->w.qweight = p->q->data;
-  p->w.scales = p->s->data;
-  p->w.qweight_bytes = sizes.qweight_bytes;
-  p->w.scales_bytes = sizes.scales_bytes;
-  if (sizes.zeros_bytes) {
-    p->z = std::make_unique<Buffer>(sizes.zeros_bytes);
-    p->w.zeros = p->z->data;
-    p->w.zeros_bytes = sizes.zeros_bytes;
-  }
-  if (sizes.bias_bytes) {
-    p->b = std::make_unique<Buffer>(sizes.bias_bytes);
-    p->w.bias = static_cast<float*>(p->b->data);
-    p->w.bias_bytes = sizes.bias_bytes;
-  }
-  REQUIRE_MESSAGE(moejit_pack_weights(ctx, &d, &p->w, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
-  return p;
-}
-
-// MXFP4 weights [E][N][K] as vLLM holds them, with their logical form for the reference.
-struct VllmWeights {
-  quant::QuantizedWeights logical;
-  std::vector<u8> blocks, scales;
-};
-
-VllmWeights vllm_weights(std::mt19937& rng, std::uint32_t e, std::uint32_t n, std::uint32_t k) {
-  std::normal_distribution<float> dist(0.0f, 0.05f);
-  std::vector<float> w(static_cast<std::size_t>(e) * n * k);
-  for (auto& v : w) v = dist(rng);
-  auto q = quant::quantize(w, e, n, k, {WeightFormat::mxfp4, 32, DType::e8m0});
-  REQUIRE(q.ok());
-  VllmWeights out;
-  out.logical = *q;
-  out.blocks.resize(w.size() / 2);
-  for (std::size_t i = 0; i < out.blocks.size(); ++i)
-    out.blocks[i] = static_cast<u8>(q->codes[2 * i] | q->codes[2 * i + 1] << 4);
-  out.scales.resize(q->scales.size());
-  for (std::size_t i = 0; i < out.scales.size(); ++i) out.scales[i] = static_cast<u8>(q->scales[i]);
-  return out;
-}
-
-moejit_weights_desc_t vllm_desc(const VllmWeights& w, moejit_row_order_t rows, const float* bias) {
-  moejit_weights_desc_t d;
-  moejit_weights_desc_init(&d);
-  d.format = MOEJIT_WEIGHT_MXFP4;
-  d.group_size = 32;
-  d.scale_dtype = MOEJIT_DTYPE_E8M0;
-  d.experts = w.logical.experts;
-  d.n = w.logical.n;
-  d.k = w.logical.k;
-  d.source = MOEJIT_SOURCE_VLLM_MXFP4;
-  d.rows = rows;
-  d.qweight = w.blocks.data();
-  d.scales = w.scales.data();
-  d.bias = bias;
-  return d;
-}
-
-}  // namespace
 
 TEST_CASE("C ABI: AUTO uses the host backend when no GPU is usable and says which") {
   TempDir dir;
@@ -149,6 +36,39 @@ TEST_CASE("C ABI: AUTO uses the host backend when no GPU is usable and says whic
   }
   REQUIRE(arch != nullptr);
   CHECK(std::string(arch).starts_with("sm_"));
+}
+
+TEST_CASE("C ABI: AUTO falls back to the host only without a driver or device, never past a GPU it cannot use") {
+  TempDir dir;
+  const std::filesystem::path driver =
+      std::filesystem::path(MOEJIT_CLI).parent_path() / "bench" / "overhead" / "libmoejit-null-cuda.so";
+  auto run = [&](std::map<std::string, std::string> env) {
+    const ProcessResult r = run_process({MOEJIT_BACKEND_AUTO_PROGRAM, dir / "store"}, env);
+    INFO("stderr: " << r.err);
+    return r;
+  };
+  // No driver at all: the host backend, with a warning that says why.
+  ProcessResult r = run({{"MOEJIT_CUDA_LIBRARY", dir / "no-such-libcuda.so"}});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.starts_with("backend=host arch=sm_"));
+  CHECK(r.err.find("no CUDA driver or device") != std::string::npos);
+  if (!std::filesystem::exists(driver)) {
+    MESSAGE("skipped the device cases: " << driver.string() << " is not built (benchmarks off?)");
+    return;
+  }
+  // A supported device (the null driver's sm_90): the device backend.
+  r = run({{"MOEJIT_CUDA_LIBRARY", driver}});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "backend=device arch=sm_90a\n");
+  // A device with no moejit target: an error naming its compute capability, not the host
+  // backend reading the caller's device pointers.
+  for (const char* cc : {"7.5", "13.7"}) {
+    INFO("compute capability " << std::string(cc));
+    r = run({{"MOEJIT_CUDA_LIBRARY", driver}, {"MOEJIT_NULL_CUDA_CC", cc}});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.starts_with("error=unsupported "));
+    CHECK(r.out.find(std::string("compute capability ") + cc) != std::string::npos);
+  }
 }
 
 TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism matches the fp64 reference") {
@@ -208,8 +128,21 @@ TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism m
   a.expert_map = nullptr;
   CHECK(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(moejit_last_error()).find("global_experts") != std::string::npos);
-  CHECK(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_ERROR_INVALID_ARGUMENT);
   a.expert_map = map.data();
+  // The workspace is sized from shapes alone, at start-up, before any data exists.
+  {
+    moejit_fused_moe_args_t shapes = a;
+    shapes.hidden = shapes.output = nullptr;
+    shapes.topk_ids = nullptr;
+    shapes.topk_weights = nullptr;
+    shapes.expert_map = nullptr;
+    shapes.workspace = nullptr;
+    std::uint64_t from_shapes = 0;
+    REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &shapes, &from_shapes) == MOEJIT_OK,
+                    std::string(moejit_last_error()));
+    CHECK(from_shapes == bytes);
+    CHECK(moejit_fused_moe(c.ctx, &shapes, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+  }
   // Map entries past the local experts, or negative ones other than -1, are refused too.
   for (const i32 bad : {static_cast<i32>(local), -2}) {
     std::vector<i32> bad_map = map;
@@ -374,6 +307,20 @@ TEST_CASE("C ABI: bad input gives a status and a message naming the argument") {
   small.qweight_bytes = sizes.qweight_bytes - 16;
   small.scales_bytes = sizes.scales_bytes;
   expect(moejit_pack_weights(c.ctx, &d, &small, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'packed->qweight_bytes'");
+  // Zero points for a format that has none would be dropped silently: refused.
+  {
+    Buffer pq(sizes.qweight_bytes), ps(sizes.scales_bytes);
+    moejit_packed_weights_t out;
+    moejit_packed_weights_init(&out);
+    out.qweight = pq.data;
+    out.scales = ps.data;
+    out.qweight_bytes = sizes.qweight_bytes;
+    out.scales_bytes = sizes.scales_bytes;
+    moejit_weights_desc_t with_zeros = d;
+    with_zeros.zeros = w13.scales.data();
+    expect(moejit_pack_weights(c.ctx, &with_zeros, &out, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT,
+           "'zeros' is set, but mxfp4 weights have no zero points");
+  }
 
   auto p13 = pack(c.ctx, vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr));
   auto p2 = pack(c.ctx, vllm_desc(w2, MOEJIT_ROWS_PLAIN, nullptr));

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "compile/nvrtc_library.hpp"
 #include "test_support.hpp"
 
@@ -101,5 +103,55 @@ TEST_CASE("moejit demo runs a fused MoE layer on the host backend and checks it"
     CHECK(doc["backend"] == "host");
     CHECK(doc["relative_error"].get<double>() < 1e-2);
     CHECK(doc["experts_run"] == 16);
+  }
+}
+
+TEST_CASE("a store warmed for a plain architecture name serves a frozen run on a GPU of that family") {
+  if (!NvrtcLibrary::get().ok()) {
+    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
+    return;
+  }
+  const std::filesystem::path driver =
+      std::filesystem::path(MOEJIT_CLI).parent_path() / "bench" / "overhead" / "libmoejit-null-cuda.so";
+  if (!std::filesystem::exists(driver)) {
+    MESSAGE("skipped: " << driver.string() << " (the null driver that stands in for the GPU) is not built");
+    return;
+  }
+  // Warm-up names the family as people do ("sm_90"); the GPU (moejit's null driver reporting the
+  // compute capability and SM count of an H200, then of a GB10) looks up the `a` form (the demo
+  // writes f32, so the store is warmed for f32 output). Every
+  // kernel of the run must come from the store: a frozen miss fails the run before it launches.
+  struct Family {
+    const char *name, *cc, *sms, *target;
+  };
+  for (const Family f : {Family{"sm_90", "9.0", "132", "sm_90a"}, Family{"sm_121", "12.1", "48", "sm_121a"}}) {
+    INFO("family " << std::string(f.name));
+    TempDir dir;
+    write_text(dir / "config.json", kTinyConfig);
+    Json warm = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", f.name, "--max-tokens", "2",
+                              "--out", "f32"});
+    CHECK(warm["errors"].empty());
+    CHECK(warm["compiled"].get<int>() >= 4);
+    std::vector<std::string> argv = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store", "demo", "--model",
+                                     dir / "config.json", "--backend", "device", "--tokens", "2"};
+    const ProcessResult r = run_process(argv, {{"MOEJIT_LOCK_DIR", dir / "locks"},
+                                               {"MOEJIT_FROZEN", "1"},
+                                               {"MOEJIT_CUDA_LIBRARY", driver.string()},
+                                               {"MOEJIT_NULL_CUDA_CC", f.cc},
+                                               {"MOEJIT_NULL_CUDA_SMS", f.sms}});
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    const Json doc = Json::parse(r.out, nullptr, false);
+    REQUIRE(doc.is_object());
+    // The null driver computes nothing, so the demo's output check is the only thing that may fail.
+    if (doc.contains("error")) {
+      CHECK(doc["error"]["code"] == "internal");
+      const std::string message = doc["error"]["message"];
+      CHECK((message.find("not finite") != std::string::npos || message.find("relative error") != std::string::npos));
+    } else {
+      CHECK(doc["arch"] == f.target);
+      CHECK(doc["kernels_compiled"] == 0);
+      CHECK(doc["ok"] == false);
+    }
   }
 }

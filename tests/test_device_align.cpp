@@ -46,10 +46,11 @@ void check_align(DeviceLauncher& l, const ResolvedKernel& kernel, std::mt19937& 
   CAPTURE(kernel.spec.warps);
   CAPTURE(numel);
   CAPTURE(with_map);
-  const std::vector<std::int32_t> ids = random_ids(rng, numel, E);
-  std::vector<std::int32_t> map(E);
-  for (std::int32_t e = 0; e < E; ++e) map[e] = rng() % 4 == 0 ? -1 : static_cast<std::int32_t>(rng() % 1000);
-  const AlignOutputs want = reference_align(ids, E, BM, with_map ? &map : nullptr);
+  const RandomRouting routing = random_routing(rng, numel, E, with_map);
+  const std::vector<std::int32_t>& ids = routing.ids;
+  const std::vector<std::int32_t>& map = routing.map;
+  CAPTURE(routing.global);
+  const AlignOutputs want = reference_align(ids, E, BM, with_map ? &map : nullptr, routing.global);
 
   AlignOutputs got;
   got.sorted_token_ids.assign(want.sorted_token_ids.size(), kPoison);
@@ -66,6 +67,7 @@ void check_align(DeviceLauncher& l, const ResolvedKernel& kernel, std::mt19937& 
   p.expert_ids = d_experts.as<std::int32_t>();
   p.num_tokens_post_pad = d_post.as<std::int32_t>();
   p.numel = numel;
+  p.global_experts = routing.global;
   LaunchDims dims;
   dims.block[0] = kernel.meta.block_threads;
   dims.dynamic_shared_bytes = kernel.meta.dynamic_shared_bytes;

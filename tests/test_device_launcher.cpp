@@ -13,6 +13,7 @@
 
 #include "runtime/device_buffer.hpp"
 #include "runtime/device_launcher.hpp"
+#include "spec/arch.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;
@@ -23,8 +24,9 @@ namespace {
 
 struct FakeContext {
   int device;
+  unsigned long long id;  // what cuCtxGetId reports; a new context at an old handle gets a new one
 };
-FakeContext g_primary{0}, g_engine{0}, g_other_device{1};
+FakeContext g_primary{0, 1}, g_engine{0, 2}, g_other_device{1, 3};
 CUcontext handle(FakeContext& c) { return reinterpret_cast<CUcontext>(&c); }
 
 char g_module_storage[64];
@@ -110,6 +112,10 @@ CudaApi fake_api() {
   a.CtxGetDevice = [](CUdevice* d) {
     if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     *d = reinterpret_cast<FakeContext*>(current())->device;
+    return CUDA_SUCCESS;
+  };
+  a.CtxGetId = [](CUcontext c, unsigned long long* id) {
+    *id = reinterpret_cast<FakeContext*>(c)->id;
     return CUDA_SUCCESS;
   };
   a.CtxPushCurrent = [](CUcontext c) {
@@ -313,6 +319,11 @@ TEST_CASE("compute capabilities map to moejit's targets, others are unsupported 
     auto a = arch_for_compute_capability(cc.first, cc.second);
     REQUIRE(a.ok());
     CHECK(*a == arch);
+    // Warm-up reads a family's plain name as the target its GPUs run.
+    const auto plain = parse_arch(fmt::format("sm_{}{}", cc.first, cc.second));
+    REQUIRE(plain.has_value());
+    CHECK(runtime_target(*plain) == arch);
+    CHECK(runtime_target(arch) == arch);
   }
   for (auto [major, minor] : {std::pair{7, 5}, std::pair{8, 8}, std::pair{9, 1}, std::pair{10, 1}, std::pair{13, 0}}) {
     auto a = arch_for_compute_capability(major, minor);
@@ -438,6 +449,18 @@ TEST_CASE("contexts: the engine's context on the device is used, otherwise the p
     CHECK(fake.state.loads == 2);  // once in the primary context, once in the engine's
     CHECK(l->loaded_functions() == 2);
     CHECK(current() == handle(g_engine));
+  }
+  SUBCASE("an engine context destroyed and a new one created at the same handle: the kernel is loaded again") {
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, nullptr).ok());  // primary
+    set_current(handle(g_engine));
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, nullptr).ok());
+    CHECK(fake.state.loads == 2);
+    const unsigned long long old_id = g_engine.id;
+    g_engine.id = 99;  // the driver reuses the handle; the context, and its modules, are new
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, nullptr).ok());
+    CHECK(fake.state.loads == 3);
+    CHECK(fake.state.function == reinterpret_cast<CUfunction>(&g_module_storage[2]));
+    g_engine.id = old_id;
   }
   SUBCASE("another device's context current: the primary context is pushed, then the caller's restored") {
     set_current(handle(g_other_device));

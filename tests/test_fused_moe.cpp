@@ -53,3 +53,28 @@ TEST_CASE("MOEJIT_PRINT_CONFIGS shows each decision once, with the problem it wa
   CHECK(logs.count_containing("config: {\"op\":\"moe_align\"") == 1);
   CHECK(logs.count_containing("<- fused_moe align m=24 rows/expert=3") == 1);
 }
+
+TEST_CASE("under expert parallelism the tile rows follow the pairs routed to this rank, not all pairs") {
+  // DeepSeek-V3's layer, 256 experts top-8, MXFP4; whole on one GPU, or 32 of them on each of 8.
+  static const unsigned char dummy[16] = {};
+  auto request = [&](std::uint32_t local, std::int32_t tokens) {
+    dispatch::FusedMoeRequest r;
+    r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, local, 2 * 2048, 7168, true, dummy, dummy, nullptr, nullptr};
+    r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, local, 7168, 2048, false, dummy, dummy, nullptr, nullptr};
+    r.tokens = tokens;
+    r.topk = 8;
+    r.global_experts = 256;
+    return r;
+  };
+  for (const std::int32_t tokens : {1, 64, 512, 4096}) {
+    CAPTURE(tokens);
+    auto whole = dispatch::fused_moe_specs(request(256, tokens), Arch::sm_90a, Backend::device, 132);
+    auto rank = dispatch::fused_moe_specs(request(32, tokens), Arch::sm_90a, Backend::device, 132);
+    REQUIRE_MESSAGE(whole.ok(), whole.status().message());
+    REQUIRE_MESSAGE(rank.ok(), rank.status().message());
+    // A rank sees 1/8 of the pairs over 1/8 of the experts: the same rows per busy expert. All
+    // pairs over the local experts would say 8x as many (at 512 tokens: 128 rows, not 16).
+    CHECK(rank->align.bm == whole->align.bm);
+    CHECK(rank->align.experts == 32);
+  }
+}

@@ -1,5 +1,6 @@
 // The grouped GEMM's parameter checks for the early weight fetch flag (weights_before_dependency):
-// what the fused layer sets for its down projection, and what no other caller may set.
+// what the fused layer sets for its down projection, and what no other caller may set; and its
+// launch geometry where a 2-D grid would overflow.
 
 #include <doctest/doctest.h>
 
@@ -90,4 +91,31 @@ TEST_CASE("gemm_work tells the planner which indexed GEMMs fetch their weights e
   CHECK(gemm_work(f.request).first_ramp_hidden);
   f.request.layout = Layout::contiguous;
   CHECK_FALSE(gemm_work(f.request).first_ramp_hidden);
+}
+
+TEST_CASE("a masked layout with more than 65535 row tiles launches: the tiles are one grid dimension") {
+  Fixture f;
+  // DeepEP low-latency style: 256 experts, room for 40000 rows each (the largest tile rows,
+  // 128, still give 256 x 313 = 80128 row tiles, past a grid's y limit).
+  f.request.layout = Layout::masked;
+  f.request.weights.experts = 256;
+  f.request.params = f.params_for();
+  f.request.params.m = 40000;
+  f.request.params.expert_counts = reinterpret_cast<const i32*>(f.aligned());
+  auto g = prepare_grouped_gemm(f.request, Arch::sm_90a, Backend::device, 132);
+  REQUIRE_MESSAGE(g.ok(), g.status().message());
+  const LaunchShape shape = grouped_gemm_launch_shape(g->spec, 40000);
+  CAPTURE(shape.grid[0]);
+  CAPTURE(shape.grid[1]);
+  CHECK(shape.grid[1] > 65535);
+  CHECK(g->dims.grid[0] == shape.grid[0] * shape.grid[1]);
+  CHECK(g->dims.grid[1] == 1);
+  CHECK(g->dims.grid[2] == shape.grid[2]);
+  // Past 2^31 - 1 tiles there is no launch: an error, not a wrapped grid.
+  LaunchShape huge = shape;
+  huge.grid[0] = 1u << 16;
+  huge.grid[1] = 1u << 16;
+  auto dims = grouped_gemm_launch_dims(huge);
+  REQUIRE_FALSE(dims.ok());
+  CHECK(dims.status().message().find("2^31 - 1") != std::string::npos);
 }

@@ -27,11 +27,11 @@ void check_align(const ResolvedKernel& kernel, std::mt19937& rng, std::int32_t n
   CAPTURE(kernel.spec.warps);
   CAPTURE(numel);
   CAPTURE(with_map);
-  std::vector<std::int32_t> ids = random_ids(rng, numel, E);
-  std::vector<std::int32_t> map(E);
-  for (std::int32_t e = 0; e < E; ++e)
-    map[e] = rng() % 4 == 0 ? -1 : static_cast<std::int32_t>(rng() % 1000);
-  const AlignOutputs want = reference_align(ids, E, BM, with_map ? &map : nullptr);
+  const RandomRouting routing = random_routing(rng, numel, E, with_map);
+  const std::vector<std::int32_t>& ids = routing.ids;
+  const std::vector<std::int32_t>& map = routing.map;
+  CAPTURE(routing.global);
+  const AlignOutputs want = reference_align(ids, E, BM, with_map ? &map : nullptr, routing.global);
 
   AlignOutputs got;
   got.sorted_token_ids.assign(align_max_padded(numel, E, BM), kPoison);
@@ -44,6 +44,7 @@ void check_align(const ResolvedKernel& kernel, std::mt19937& rng, std::int32_t n
   p.expert_ids = got.expert_ids.data();
   p.num_tokens_post_pad = &got.num_tokens_post_pad;
   p.numel = numel;
+  p.global_experts = routing.global;
   HostLaunchShape shape;
   shape.block = {kernel.meta.block_threads, 1, 1};
   shape.dynamic_shared_bytes = kernel.meta.dynamic_shared_bytes;

@@ -7,7 +7,9 @@
    It exports the entry points runtime/cuda_driver binds (cuda_symbols()); events record the
    host time; graphs are not supported; of the launch attributes, programmatic stream
    serialization is accepted and counted. bench_gemm also runs on it (a test of its plumbing: no
-   kernel computes anything, so every output check fails as it must). */
+   kernel computes anything, so every output check fails as it must). MOEJIT_NULL_CUDA_CC="M.m"
+   and MOEJIT_NULL_CUDA_SMS=N make it report another compute capability and SM count (the tests
+   of how moejit treats other GPUs: ones it has no target for, stores warmed for a family). */
 
 #include <cuda.h>
 
@@ -41,17 +43,32 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 }
 CUresult cuDeviceGetName(char* name, int len, CUdevice device) {
   (void)device;
-  strncpy(name, "moejit null driver (sm_90, no GPU)", (size_t)len);
+  strncpy(name, "moejit null driver (no GPU)", (size_t)len);
   if (len > 0) name[len - 1] = 0;
   return CUDA_SUCCESS;
+}
+/* The compute capability: 9.0, or MOEJIT_NULL_CUDA_CC ("M.m"). */
+static int compute_capability(int minor) {
+  const char* cc = getenv("MOEJIT_NULL_CUDA_CC");
+  int major_value = 9, minor_value = 0;
+  if (cc != NULL && cc[0] >= '0' && cc[0] <= '9') {
+    char* end = NULL;
+    major_value = (int)strtol(cc, &end, 10);
+    minor_value = end != NULL && *end == '.' ? (int)strtol(end + 1, NULL, 10) : 0;
+  }
+  return minor ? minor_value : major_value;
 }
 CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
   (void)device;
   switch (attribute) {  /* an H200's values */
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = compute_capability(0); break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = compute_capability(1); break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = 227 * 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: {
+      const char* sms = getenv("MOEJIT_NULL_CUDA_SMS");
+      *value = sms != NULL && atoi(sms) > 0 ? atoi(sms) : 132;
+      break;
+    }
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = 60 * 1024 * 1024; break;
     default: *value = 0; break;
   }

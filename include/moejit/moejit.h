@@ -60,7 +60,8 @@ const char* moejit_last_error(void);
 /* ---- Enumerations (values match the kernel spec's; part of the ABI) ----------------------- */
 
 typedef enum moejit_backend {
-  MOEJIT_BACKEND_AUTO = 0,   /* device when a GPU is usable, else host */
+  MOEJIT_BACKEND_AUTO = 0,   /* device when there is a GPU; host only when there is no CUDA
+                                driver or no device (see moejit_context_create) */
   MOEJIT_BACKEND_DEVICE = 1, /* NVRTC -> CUBIN -> CUDA driver */
   MOEJIT_BACKEND_HOST = 2    /* host C++ compiler -> moejit's SIMT executor (slow; for checks) */
 } moejit_backend_t;
@@ -127,7 +128,10 @@ void moejit_context_options_init(moejit_context_options_t* options);
 
 /* Creates a context. The device backend needs NVRTC to build kernels and, only for launches and
    transfers, the CUDA driver and a GPU: a context made on a machine without them can still warm
-   the store (moejit_warmup). AUTO picks the device when a GPU is usable. */
+   the store (moejit_warmup). AUTO picks the device when the driver reports one, and the host
+   backend (with a warning) only when there is no driver or no device: a GPU moejit has no
+   target for (compute capability 7.5, say), or one that fails to open, is an error that names
+   it, because the caller's pointers would then be device memory the host backend must not read. */
 moejit_status_t moejit_context_create(const moejit_context_options_t* options, moejit_context_t* context);
 moejit_status_t moejit_context_destroy(moejit_context_t context);
 
@@ -157,8 +161,10 @@ moejit_status_t moejit_get_stats(moejit_context_t context, moejit_stats_t* stats
 typedef enum moejit_weight_source {
   MOEJIT_SOURCE_PLAIN_CODES = 1, /* codes u8 [E,N,K] (0..15), scales [E,N,K/G], zeros u8 [E,N,K/G] */
   MOEJIT_SOURCE_VLLM_MXFP4 = 2,  /* u8 [E,N,K/2] (low nibble = even k), E8M0 u8 [E,N,K/32] */
-  MOEJIT_SOURCE_GPTQ_V1 = 3,     /* qweight i32 [E,K/8,N], qzeros i32 [E,K/G,N/8] holding zero-1
-                                    (NULL: symmetric), scales [E,K/G,N] */
+  MOEJIT_SOURCE_GPTQ_V1 = 3,     /* qweight i32 [E,K/8,N], qzeros i32 [E,K/G,N/8] (NULL:
+                                    symmetric), scales [E,K/G,N]; each qzeros word is the packed
+                                    zero points minus 0x11111111 as one 32-bit subtraction (what
+                                    AutoGPTQ and GPTQModel write), read back by adding it */
   MOEJIT_SOURCE_GPTQ_V2 = 4,     /* as v1, qzeros holding the zero point itself */
   MOEJIT_SOURCE_AWQ = 5          /* qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales [E,K/G,N] */
 } moejit_weight_source_t;
@@ -180,7 +186,8 @@ typedef struct moejit_weights_desc {
   moejit_row_order_t rows;
   const void* qweight;
   const void* scales;
-  const void* zeros;            /* per the source; NULL where the format has none */
+  const void* zeros;            /* per the source; NULL where the format has none (set there: an
+                                   error; GPTQ symmetric qzeros are read and must all be 8) */
   const float* bias;            /* optional [E, N] f32 in source row order */
   int32_t source_on_device;     /* device backend: the source tensors are in device memory */
 } moejit_weights_desc_t;
@@ -235,9 +242,12 @@ typedef struct moejit_grouped_gemm_args {
   int64_t lda;
   void* c;                      /* [rows, ldc] out dtype (N/2 columns for act-and-mul) */
   int64_t ldc;
-  /* indexed */
+  /* indexed: vLLM moe_align_block_size output, aligned over THIS weights' experts. The grid
+     covers m + min(m, experts) * (block_size - 1) slots, so pairs of experts that live on other
+     ranks must get no slots (vLLM's align with an expert_map and invalid experts ignored, or
+     moejit_fused_moe, which aligns so). Blocks whose expert is outside [0, experts) are skipped. */
   const int32_t* sorted_token_ids;
-  const int32_t* expert_ids;
+  const int32_t* expert_ids;    /* local expert of each block, -1 for unused blocks */
   const int32_t* num_tokens_post_pad;
   int32_t block_size;           /* the moe_align block size (16, 32, 64 or 128): the tile rows */
   int32_t a_row_divisor;        /* A row = pair id / a_row_divisor: topk, or 1 */
@@ -273,7 +283,7 @@ typedef struct moejit_fused_moe_args {
   int32_t tokens;                     /* T > 0 */
   uint32_t topk;
   uint32_t global_experts;            /* range of topk_ids; 0: w13->experts */
-  const void* hidden;                 /* [T, H] act dtype */
+  const void* hidden;                 /* [T, H] act dtype, 16-byte aligned (as is output) */
   const int32_t* topk_ids;            /* [T, topk] global expert ids */
   const float* topk_weights;          /* [T, topk] */
   const int32_t* expert_map;          /* [global_experts] -> local expert in [0, w13->experts)
@@ -281,14 +291,20 @@ typedef struct moejit_fused_moe_args {
                                          identity, and then global_experts must equal
                                          w13->experts. Checked like topk_ids (see
                                          MOEJIT_CHECK_INPUTS) */
-  void* output;                       /* [T, H] out dtype */
-  void* workspace;                    /* moejit_fused_moe_workspace_size bytes */
+  void* output;                       /* [T, H] out dtype. With F32 each pair's row is still
+                                         rounded to the act dtype before the top-k sum
+                                         (relative error ~1e-3, not f32-level) */
+  void* workspace;                    /* moejit_fused_moe_workspace_size bytes, 256-byte
+                                         aligned; any contents (no zeroing needed, nothing kept
+                                         between calls) */
   uint64_t workspace_bytes;
   int32_t max_tokens;                 /* workspace sized for up to this many tokens (graph
                                          capture at several T); 0: tokens */
 } moejit_fused_moe_args_t;
 
 void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
+/* Reads shapes only (w13/w2 descriptors, tokens/max_tokens, topk, global_experts, dtypes,
+   activation): the data pointers may be NULL, so engines size the workspace at start-up. */
 moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const moejit_fused_moe_args_t* args,
                                                 uint64_t* bytes);
 moejit_status_t moejit_fused_moe(moejit_context_t context, const moejit_fused_moe_args_t* args, void* stream);
@@ -315,10 +331,22 @@ void moejit_model_desc_init(moejit_model_desc_t* model);
 typedef void (*moejit_progress_fn)(void* user_data, uint32_t done, uint32_t total, const char* what);
 
 /* Compiles into the store every kernel the fused MoE layer of `model` can use, for each of
-   `archs` ("sm_90a", ...; NULL or 0: the context's). Needs no GPU for the device backend. */
+   `archs` ("sm_90a", ...; NULL or 0: the context's). A plain name with an `a` form ("sm_90",
+   "sm_100", "sm_120", ...) warms the `a` form, which is what GPUs of that compute capability
+   run. Needs no GPU for the device backend. */
 moejit_status_t moejit_warmup(moejit_context_t context, const moejit_model_desc_t* model,
                               const char* const* archs, uint32_t arch_count, moejit_progress_fn progress,
                               void* progress_user_data);
+
+/* Before CUDA graph capture: finds (compiling on a miss, unless frozen) every kernel the fused
+   MoE layer of `model` can use for 1..max_tokens tokens on THIS context's device (its
+   architecture and SM count), and loads each on the calling thread's current context (the
+   device's primary one when none is current), so that fused calls captured afterwards at any
+   T <= max_tokens launch without loading a module. Call it on the thread and context the
+   capture will use. Needs the GPU for the device backend; on the host backend it resolves the
+   kernels only. */
+moejit_status_t moejit_prepare(moejit_context_t context, const moejit_model_desc_t* model,
+                               moejit_progress_fn progress, void* progress_user_data);
 
 #ifdef __cplusplus
 } /* extern "C" */

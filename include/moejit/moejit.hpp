@@ -108,6 +108,14 @@ class Context {
                         progress ? +trampoline : nullptr, const_cast<Progress*>(&progress)));
   }
 
+  // Before CUDA graph capture: every kernel of the model's layer on this device, loaded.
+  void prepare(const moejit_model_desc_t& model, const Progress& progress = {}) const {
+    auto trampoline = [](void* user, uint32_t done, uint32_t total, const char* what) {
+      (*static_cast<const Progress*>(user))(done, total, what);
+    };
+    check(moejit_prepare(ctx_, &model, progress ? +trampoline : nullptr, const_cast<Progress*>(&progress)));
+  }
+
  private:
   moejit_context_t ctx_ = nullptr;
 };

@@ -62,15 +62,16 @@ Result<std::unique_ptr<moejit_context_s>> make_context(const moejit_context_opti
   if (device.ok()) {
     ctx->backend = Backend::device;
     ctx->launcher = std::move(device).value();
-  } else if (o.backend == MOEJIT_BACKEND_AUTO &&
-             (device.status().code() == Code::unavailable || device.status().code() == Code::unsupported)) {
-    // AUTO means "the GPU if there is one": no GPU is the expected case for the host backend,
-    // but it is said out loud, never silently.
-    log(LogLevel::warn, "backend AUTO: no usable GPU ({}); using the host backend", device.status().message());
+  } else if (o.backend == MOEJIT_BACKEND_AUTO && !CudaDriver::get().ok()) {
+    // AUTO means "the GPU if there is one": with no driver or no device the caller cannot hold
+    // device pointers, so the host backend is safe; it is said out loud, never silently. A GPU
+    // that is there (one without a moejit target, or one that fails) is an error below: the
+    // caller's pointers are then device memory the CPU must not touch.
+    log(LogLevel::warn, "backend AUTO: no CUDA driver or device ({}); using the host backend", device.status().message());
     ctx->backend = Backend::host;
     ctx->launcher = std::make_unique<HostLauncher>();
   } else if (o.backend == MOEJIT_BACKEND_AUTO) {
-    return device.status();  // a GPU that is there but fails: an error, not a quiet downgrade
+    return device.status();  // names the device and, when unsupported, its compute capability
   } else {
     // A device context without a GPU still warms the store; launches report why they cannot run.
     ctx->backend = Backend::device;

@@ -41,7 +41,8 @@ Result<std::vector<Arch>> archs_of(moejit_context_t context, const char* const* 
     if (archs == nullptr || archs[i] == nullptr) return error(Code::invalid_argument, "argument 'archs[{}]' is null", i);
     auto a = parse_arch(archs[i]);
     if (!a) return error(Code::invalid_argument, "argument 'archs[{}]' = '{}': expected sm_80 ... sm_121a", i, archs[i]);
-    out.push_back(*a);
+    // A plain name means the GPUs of that compute capability, which run the `a` form.
+    out.push_back(runtime_target(*a));
   }
   if (out.empty()) {
     if (!context->launcher)
@@ -51,6 +52,27 @@ Result<std::vector<Arch>> archs_of(moejit_context_t context, const char* const* 
     out.push_back(context->launcher->arch());
   }
   return out;
+}
+
+// Resolves `specs` (compiling in parallel), and with `load_on` loads each on that launcher;
+// progress after each; the first error is returned once all have been tried.
+Status resolve_all(moejit_context_t context, const std::vector<KernelSpec>& specs, Launcher* load_on,
+                   moejit_progress_fn progress, void* progress_user_data) {
+  std::vector<std::future<Result<Resolution>>> pending;
+  for (const KernelSpec& s : specs) pending.push_back(context->resolver->resolve_async(s));
+  Status first_error;
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    auto r = pending[i].get();
+    Status s = r.status();
+    if (r.ok() && load_on != nullptr) s = load_on->prepare(*r->kernel, r->kernel->meta.dynamic_shared_bytes);
+    if (!s.ok() && first_error.ok()) first_error = s;
+    if (progress != nullptr) {
+      const std::string what = spec_to_json(specs[i]);
+      progress(progress_user_data, static_cast<std::uint32_t>(i + 1), static_cast<std::uint32_t>(pending.size()),
+               what.c_str());
+    }
+  }
+  return first_error;
 }
 
 }  // namespace
@@ -75,24 +97,27 @@ moejit_status_t moejit_warmup(moejit_context_t context, const moejit_model_desc_
     MOEJIT_TRY(api::check_context(context));
     MOEJIT_ASSIGN_OR_RETURN(dispatch::ModelDesc desc, model_of(model));
     MOEJIT_ASSIGN_OR_RETURN(std::vector<Arch> targets, archs_of(context, archs, arch_count));
+    // The context's own GPU may have an SM count no device profile has: its kernels too.
+    const std::uint32_t own_sms = context->launcher ? context->launcher->sm_count() : 0;
     std::vector<KernelSpec> specs;
     for (Arch arch : targets) {
-      MOEJIT_ASSIGN_OR_RETURN(auto more, dispatch::model_specs(desc, arch, context->backend));
+      const std::uint32_t extra = context->launcher && context->launcher->arch() == arch ? own_sms : 0;
+      MOEJIT_ASSIGN_OR_RETURN(auto more, dispatch::model_specs(desc, arch, context->backend, extra));
       specs.insert(specs.end(), more.begin(), more.end());
     }
-    std::vector<std::future<Result<Resolution>>> pending;
-    for (const KernelSpec& s : specs) pending.push_back(context->resolver->resolve_async(s));
-    Status first_error;
-    for (std::size_t i = 0; i < pending.size(); ++i) {
-      auto r = pending[i].get();
-      if (!r.ok() && first_error.ok()) first_error = r.status();
-      if (progress != nullptr) {
-        const std::string what = spec_to_json(specs[i]);
-        progress(progress_user_data, static_cast<std::uint32_t>(i + 1), static_cast<std::uint32_t>(pending.size()),
-                 what.c_str());
-      }
-    }
-    return first_error;
+    return resolve_all(context, specs, nullptr, progress, progress_user_data);
+  });
+}
+
+moejit_status_t moejit_prepare(moejit_context_t context, const moejit_model_desc_t* model, moejit_progress_fn progress,
+                               void* progress_user_data) {
+  return api::guarded([&]() -> Status {
+    MOEJIT_TRY(api::check_context(context));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::ModelDesc desc, model_of(model));
+    MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
+    MOEJIT_ASSIGN_OR_RETURN(std::vector<KernelSpec> specs,
+                            dispatch::model_specs(desc, launcher->arch(), context->backend, launcher->sm_count(), true));
+    return resolve_all(context, specs, launcher, progress, progress_user_data);
   });
 }
 

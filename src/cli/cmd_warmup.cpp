@@ -12,6 +12,7 @@
 #include "dispatch/spec_observer.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
+#include "support/log.hpp"
 
 namespace moejit::cli {
 namespace {
@@ -30,7 +31,10 @@ Result<std::vector<Arch>> parse_archs(const std::string& list) {
     std::string name = list.substr(pos, comma - pos);
     auto a = parse_arch(name);
     if (!a) return error(Code::invalid_argument, "--arch {}: expected a comma-separated list of sm_80 ... sm_121a", name);
-    out.push_back(*a);
+    if (runtime_target(*a) != *a)
+      log(LogLevel::info, "--arch {}: warming {}, the kernels a GPU of that compute capability runs", name,
+          to_string(runtime_target(*a)));
+    out.push_back(runtime_target(*a));
     pos = comma + 1;
   }
   return out;
@@ -65,7 +69,7 @@ Result<std::vector<KernelSpec>> specs_to_warm(const WarmupArgs& a, Backend backe
   m.group_size = w.group_size;
   m.scale = w.scale;
   MOEJIT_ASSIGN_OR_RETURN(m.act, parse_act(a.act));
-  MOEJIT_ASSIGN_OR_RETURN(m.out, parse_act(a.out));
+  MOEJIT_ASSIGN_OR_RETURN(m.out, parse_out(a.out));
   m.tensor_parallel = a.tp;
   m.expert_parallel = a.ep;
   m.max_tokens = a.max_tokens;
@@ -98,7 +102,7 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
   cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
   cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
   cmd->add_option("--act", a->act, "Activation dtype: bf16 (default) or f16");
-  cmd->add_option("--out", a->out, "Output dtype: bf16 (default) or f16");
+  cmd->add_option("--out", a->out, "Output dtype: bf16 (default), f16 or f32");
   cmd->add_option("--tp", a->tp, "Tensor-parallel ranks (the expert FFN width is split)");
   cmd->add_option("--ep", a->ep, "Expert-parallel ranks (the experts are split)");
   cmd->add_option("--max-tokens", a->max_tokens, "Largest batch the engine runs (default 8192)");

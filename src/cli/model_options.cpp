@@ -46,4 +46,10 @@ Result<DType> parse_act(std::string_view text) {
   return error(Code::invalid_argument, "--act {}: expected bf16 or f16", text);
 }
 
+Result<DType> parse_out(std::string_view text) {
+  if (text == "f32") return DType::f32;
+  if (text == "bf16" || text == "f16") return parse_act(text);
+  return error(Code::invalid_argument, "--out {}: expected bf16, f16 or f32", text);
+}
+
 }  // namespace moejit::cli

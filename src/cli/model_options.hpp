@@ -21,6 +21,8 @@ struct WeightChoice {
 Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale);
 
 Result<DType> parse_act(std::string_view text);
+// The fused layer's output dtype (--out): bf16, f16 or f32.
+Result<DType> parse_out(std::string_view text);
 
 std::string_view weights_help();
 

@@ -34,7 +34,7 @@ struct WorkspaceLayout {
 
 WorkspaceLayout workspace_layout(const FusedMoeRequest& r) {
   const std::int64_t max_pairs = static_cast<std::int64_t>(std::max(r.max_tokens, r.tokens)) * r.topk;
-  const std::uint32_t experts = global_experts(r);
+  const std::uint32_t experts = r.w13.experts;  // the align gives slots to local experts only
   std::int64_t slots = 0, blocks = 0;
   for (std::uint16_t bm : kGemmBlockRows) {
     slots = std::max<std::int64_t>(slots, align_max_padded(max_pairs, experts, bm));
@@ -70,7 +70,9 @@ SplitRegion split_region(const KernelSpec& up, const KernelSpec& down, std::int3
   return s;
 }
 
-Status check_request(const FusedMoeRequest& r) {
+// What the layer's shapes allow: enough to choose kernels and size the workspace, so the
+// workspace query needs no data pointers (engines size it at start-up, before any batch).
+Status check_shapes(const FusedMoeRequest& r) {
   if (r.tokens <= 0) return error(Code::invalid_argument, "argument 'tokens' = {}: expected > 0", r.tokens);
   if (r.max_tokens != 0 && r.max_tokens < r.tokens)
     return error(Code::invalid_argument, "argument 'max_tokens' = {}: expected 0 or at least tokens = {}", r.max_tokens,
@@ -89,12 +91,6 @@ Status check_request(const FusedMoeRequest& r) {
     return error(Code::invalid_argument,
                  "argument 'w2': N x K = {} x {}; expected H x I = {} x {} (w13 is 2I x H = {} x {})", r.w2.n, r.w2.k,
                  r.w13.k, r.w13.n / 2, r.w13.n, r.w13.k);
-  // Without a map, topk_ids index the weights directly: a wider range would read past them.
-  if (r.expert_map == nullptr && global_experts(r) != r.w13.experts)
-    return error(Code::invalid_argument,
-                 "argument 'global_experts' = {}: without an expert_map it must equal the {} local experts (topk_ids "
-                 "index the weights); give an expert_map for expert parallelism",
-                 global_experts(r), r.w13.experts);
   if (global_experts(r) < r.w13.experts)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
@@ -102,6 +98,17 @@ Status check_request(const FusedMoeRequest& r) {
     return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16 or f16", to_string(r.act));
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
     return error(Code::invalid_argument, "argument 'out_dtype' = {}: expected bf16, f16 or f32", to_string(r.out));
+  return {};
+}
+
+// The data a call reads and writes: present, aligned, and a map wherever ids are global.
+Status check_data(const FusedMoeRequest& r) {
+  // Without a map, topk_ids index the weights directly: a wider range would read past them.
+  if (r.expert_map == nullptr && global_experts(r) != r.w13.experts)
+    return error(Code::invalid_argument,
+                 "argument 'global_experts' = {}: without an expert_map it must equal the {} local experts (topk_ids "
+                 "index the weights); give an expert_map for expert parallelism",
+                 global_experts(r), r.w13.experts);
   // 16-byte rows for the vector loads and stores; 4-byte routing arrays.
   const struct {
     const void* p;
@@ -218,7 +225,7 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBu
 }  // namespace
 
 Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
-  MOEJIT_TRY(check_request(r));
+  MOEJIT_TRY(check_shapes(r));
   // Rows per busy local expert decide the tile rows, which are also the align block size.
   const double pairs = static_cast<double>(r.tokens) * r.topk;
   const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
@@ -229,9 +236,9 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   s.align.op = Op::moe_align;
   s.align.arch = arch;
   s.align.backend = backend;
-  s.align.experts = global_experts(r);
+  s.align.experts = r.w13.experts;  // buckets are local experts (see moe/align_params.cuh)
   s.align.bm = bm;
-  s.align.warps = align_warps(global_experts(r), arch);
+  s.align.warps = align_warps(r.w13.experts, arch);
 
   const LayerGemms gemms = layer_gemms(r, bm, {}, nullptr, nullptr);
   MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend, sms));
@@ -248,7 +255,7 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
 }
 
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
-  MOEJIT_TRY(check_request(r));
+  MOEJIT_TRY(check_shapes(r));
   // The split-K region is largest at some T up to max_tokens; only decode tiles split, and the
   // tile rows grow with T, so the scan stops at the first T past them.
   std::uint64_t split = 0;
@@ -263,6 +270,7 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
 }
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
+  MOEJIT_TRY(check_data(r));
   const Arch arch = ctx.launcher.arch();
   MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
   MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream));
@@ -293,6 +301,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   align.expert_ids = expert_ids;
   align.num_tokens_post_pad = post_pad;
   align.numel = numel;
+  align.global_experts = static_cast<i32>(global_experts(r));
   align.clear_words = counters;
   align.clear_count = static_cast<i32>(split.up_counters + split.down_counters);
   LaunchDims align_dims;
@@ -323,6 +332,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   reduce.tokens = r.tokens;
   reduce.topk = static_cast<i32>(r.topk);
   reduce.experts = static_cast<i32>(global_experts(r));
+  reduce.local_experts = static_cast<i32>(r.w13.experts);
   LaunchDims reduce_dims;
   const std::uint32_t per_block = kReduceWarps * 32u * kReduceVector;
   reduce_dims.grid[0] = static_cast<std::uint32_t>(r.tokens);

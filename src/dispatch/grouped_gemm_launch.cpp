@@ -45,6 +45,22 @@ LaunchShape grouped_gemm_launch_shape(const KernelSpec& s, std::int32_t m) {
   return shape;
 }
 
+Result<LaunchDims> grouped_gemm_launch_dims(const LaunchShape& shape) {
+  const std::uint64_t tiles = static_cast<std::uint64_t>(shape.grid[0]) * shape.grid[1];
+  if (tiles > 2147483647u)
+    return error(Code::invalid_argument,
+                 "grouped GEMM of {} column x {} row tiles: expected at most 2^31 - 1 tiles in one launch (fewer rows "
+                 "per call)",
+                 shape.grid[0], shape.grid[1]);
+  LaunchDims d;
+  d.grid[0] = static_cast<std::uint32_t>(tiles);
+  d.grid[1] = 1;
+  d.grid[2] = shape.grid[2];
+  d.block[0] = shape.block_threads;
+  d.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+  return d;
+}
+
 std::uint64_t grouped_gemm_counter_count(const KernelSpec& s, const LaunchShape& shape) {
   return s.split_k > 1 ? static_cast<std::uint64_t>(shape.grid[0]) * shape.grid[1] : 0;
 }

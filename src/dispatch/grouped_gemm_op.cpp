@@ -126,18 +126,14 @@ Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch
                           : reinterpret_cast<u32*>(static_cast<unsigned char*>(r.workspace) + partial_bytes);
   }
   MOEJIT_TRY(check_grouped_gemm_params(g.spec, p));
-  g.dims.grid[0] = shape.grid[0];
-  g.dims.grid[1] = shape.grid[1];
-  g.dims.grid[2] = shape.grid[2];
-  g.dims.block[0] = shape.block_threads;
-  g.dims.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+  MOEJIT_ASSIGN_OR_RETURN(g.dims, grouped_gemm_launch_dims(shape));
   return g;
 }
 
 Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* stream) {
   MOEJIT_ASSIGN_OR_RETURN(PreparedGemm g, prepare_grouped_gemm(r, ctx.launcher.arch(), ctx.launcher.backend(),
                                                                ctx.launcher.sm_count()));
-  if (g.dims.grid[1] == 0) return {};  // no rows
+  if (g.dims.grid[0] == 0) return {};  // no rows
   return run_kernel(ctx, g.spec, g.dims, &g.params, sizeof g.params, stream,
                     Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(std::lround(gemm_work(r).rows_per_expert))});
 }

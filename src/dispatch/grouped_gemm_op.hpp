@@ -58,8 +58,8 @@ Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& request, 
                                              std::uint32_t sms);
 
 // A request made ready to launch: its kernel spec, the kernel's parameters (weights and
-// workspace filled in and checked) and the launch shape. `dims.grid[1]` is 0 when there are no
-// rows (nothing to launch).
+// workspace filled in and checked) and the launch (grouped_gemm_launch_dims). `dims.grid[0]` is 0
+// when there are no rows (nothing to launch).
 struct PreparedGemm {
   KernelSpec spec{};
   GroupedGemmParams params{};

@@ -10,7 +10,8 @@
 
 namespace moejit::dispatch {
 
-Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backend backend) {
+Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backend backend, std::uint32_t extra_sms,
+                                            bool only_sms) {
   if (m.tensor_parallel == 0 || m.intermediate % m.tensor_parallel != 0)
     return error(Code::invalid_argument, "tensor parallel = {}: expected a divisor of intermediate = {}", m.tensor_parallel,
                  m.intermediate);
@@ -45,7 +46,11 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
   // all depend on T and the SM count, and planning is cheap next to compiling.
   std::vector<KernelSpec> specs;
   std::unordered_set<KernelSpec, KernelSpecHash> seen;
-  for (std::uint32_t sms : sm_counts_for(arch))
+  std::vector<std::uint32_t> sm_counts;
+  if (!only_sms) for (std::uint32_t sms : sm_counts_for(arch)) sm_counts.push_back(sms);
+  if (extra_sms != 0 && std::find(sm_counts.begin(), sm_counts.end(), extra_sms) == sm_counts.end())
+    sm_counts.push_back(extra_sms);
+  for (std::uint32_t sms : sm_counts)
     for (std::uint32_t t = 1; t <= m.max_tokens; ++t) {
       r.tokens = static_cast<std::int32_t>(t);
       MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(r, arch, backend, sms));

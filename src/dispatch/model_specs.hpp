@@ -23,7 +23,10 @@ struct ModelDesc {
 };
 
 // Every spec (align, gate/up, down, reduce for each reachable tile) the fused layer of `model`
-// can pick for 1..max_tokens tokens on `arch`, in a stable order without repeats.
-Result<std::vector<KernelSpec>> model_specs(const ModelDesc& model, Arch arch, Backend backend);
+// can pick for 1..max_tokens tokens on `arch`, in a stable order without repeats: on every
+// device profile of the arch, and on a device of `extra_sms` SMs too when it is not 0 (a GPU
+// of another SM count); with `only_sms`, on that SM count alone (what one device will use).
+Result<std::vector<KernelSpec>> model_specs(const ModelDesc& model, Arch arch, Backend backend,
+                                            std::uint32_t extra_sms = 0, bool only_sms = false);
 
 }  // namespace moejit::dispatch

@@ -21,8 +21,11 @@ void SpecObserver::used(const KernelSpec& spec, const Decision& why) {
   std::unique_lock lock(mutex_);
   if (!seen_.insert(spec).second) return;
   const std::string json = spec_to_json(spec);
+  // Asked for by name (MOEJIT_PRINT_CONFIGS=1): shown whatever MOEJIT_LOG_LEVEL says, and tagged
+  // info, since a decision is not a problem.
   if (print_)
-    log(LogLevel::warn, "config: {} <- {} m={} rows/expert={}", json, why.op, why.rows, why.rows_per_expert);
+    log_message(LogLevel::info,
+                fmt::format("config: {} <- {} m={} rows/expert={}", json, why.op, why.rows, why.rows_per_expert));
   if (manifest_.empty()) return;
   // O_APPEND keeps whole lines from several processes apart.
   UniqueFd fd(::open(manifest_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));

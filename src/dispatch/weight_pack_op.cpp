@@ -71,6 +71,13 @@ Result<HostSource> to_host(Launcher& launcher, const WeightSourceDesc& d, const 
   h.b = d.bias;
   if (d.qweight == nullptr || d.scales == nullptr)
     return error(Code::invalid_argument, "argument '{}' is null", d.qweight == nullptr ? "qweight" : "scales");
+  // Zero points given where the format has none would be dropped without a word. GPTQ's are read
+  // (a symmetric checkpoint's must all be 8), everyone else's are a mistake.
+  const bool gptq = d.source == WeightSource::gptq_v1 || d.source == WeightSource::gptq_v2;
+  if (d.zeros != nullptr && d.format != WeightFormat::int4_asym && !gptq)
+    return error(Code::invalid_argument,
+                 "argument 'zeros' is set, but {} weights have no zero points: expected NULL, or format int4_asym",
+                 to_string(d.format));
   if (!d.on_device) return h;
   auto fetch = [&](std::vector<unsigned char>& buf, const void* src, std::uint64_t n, const void*& out) -> Status {
     if (src == nullptr || n == 0) return {};

@@ -74,6 +74,7 @@ const std::vector<Binding>& bindings() {
       MOEJIT_CU_OPTIONAL(LaunchKernelEx, "cuLaunchKernelEx"),
       MOEJIT_CU_OPTIONAL(FuncGetParamInfo, "cuFuncGetParamInfo"),
       MOEJIT_CU_OPTIONAL(FuncLoad, "cuFuncLoad"),
+      MOEJIT_CU_OPTIONAL(CtxGetId, "cuCtxGetId"),
   };
   return table;
 }

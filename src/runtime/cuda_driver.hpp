@@ -72,6 +72,7 @@ struct CudaApi {
   decltype(&::cuLaunchKernelEx) LaunchKernelEx = nullptr;      // 11.8: else cuLaunchKernel
   decltype(&::cuFuncGetParamInfo) FuncGetParamInfo = nullptr;  // 12.4: else no params size check
   decltype(&::cuFuncLoad) FuncLoad = nullptr;                  // 12.4: else loaded at first launch
+  decltype(&::cuCtxGetId) CtxGetId = nullptr;                  // 12.0: else contexts known by handle
 };
 
 // One entry of the table: the member, the exported names tried in order, and whether the

@@ -61,13 +61,13 @@ class DeviceLauncher::ContextScope {
     }
     if (current != nullptr) {
       if (current == launcher.primary_.load(std::memory_order_acquire)) {
-        context_ = current;
+        set(current);
         return;
       }
       CUdevice device = -1;
       // A destroyed or unusable current context is no reason to fail: the primary one will do.
       if (api_.CtxGetDevice(&device) == CUDA_SUCCESS && device == launcher.info_.device) {
-        context_ = current;
+        set(current);
         return;
       }
     }
@@ -81,7 +81,7 @@ class DeviceLauncher::ContextScope {
       return;
     }
     pushed_ = true;
-    context_ = *primary;
+    set(*primary);
   }
   ~ContextScope() {
     if (pushed_) {
@@ -94,11 +94,24 @@ class DeviceLauncher::ContextScope {
 
   const Status& status() const { return status_; }
   CUcontext context() const { return context_; }
+  // What loaded functions are keyed by: the driver's context id, unique for the process's life,
+  // because a destroyed context's handle may come back for a new context with none of its
+  // modules (the handle itself only where the driver predates cuCtxGetId).
+  std::uint64_t id() const { return id_; }
 
  private:
   const CudaApi& api_;
   Status status_;
+  void set(CUcontext context) {
+    context_ = context;
+    unsigned long long id = 0;
+    id_ = api_.CtxGetId != nullptr && api_.CtxGetId(context, &id) == CUDA_SUCCESS
+              ? id
+              : static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(context));
+  }
+
   CUcontext context_ = nullptr;
+  std::uint64_t id_ = 0;
   bool pushed_ = false;
 };
 
@@ -150,7 +163,7 @@ DeviceLauncher::~DeviceLauncher() {
   // Failures are ignored: at process exit the driver may already be shutting down.
   if (api.CtxPushCurrent(primary) == CUDA_SUCCESS) {
     for (const auto& [key, f] : table_)
-      if (key.context == primary) (void)api.ModuleUnload(f->module);
+      if (f->context == primary) (void)api.ModuleUnload(f->module);
     CUcontext popped = nullptr;
     (void)api.CtxPopCurrent(&popped);
   }
@@ -168,9 +181,9 @@ Result<CUcontext> DeviceLauncher::primary_context() const {
   return c;
 }
 
-const DeviceLauncher::LoadedFunction* DeviceLauncher::find(CUcontext context, const Hash128& kernel) const {
+const DeviceLauncher::LoadedFunction* DeviceLauncher::find(std::uint64_t context_id, const Hash128& kernel) const {
   std::shared_lock lock(table_mutex_);
-  auto it = table_.find(FunctionKey{context, kernel});
+  auto it = table_.find(FunctionKey{context_id, kernel});
   return it == table_.end() ? nullptr : it->second.get();
 }
 
@@ -179,10 +192,11 @@ std::size_t DeviceLauncher::loaded_functions() const {
   return table_.size();
 }
 
-Result<const DeviceLauncher::LoadedFunction*> DeviceLauncher::load(CUcontext context, const ResolvedKernel& kernel,
-                                                                    void* stream, std::uint32_t dynamic_shared_bytes) {
+Result<const DeviceLauncher::LoadedFunction*> DeviceLauncher::load(CUcontext context, std::uint64_t context_id,
+                                                                    const ResolvedKernel& kernel, void* stream,
+                                                                    std::uint32_t dynamic_shared_bytes) {
   std::lock_guard load_lock(load_mutex_);
-  if (const LoadedFunction* f = find(context, kernel.key)) return f;
+  if (const LoadedFunction* f = find(context_id, kernel.key)) return f;
   const CudaApi& api = driver_->api();
   const std::string slug = codegen::spec_slug(kernel.spec);
 
@@ -238,7 +252,7 @@ Result<const DeviceLauncher::LoadedFunction*> DeviceLauncher::load(CUcontext con
 
   const LoadedFunction* loaded = f.get();
   std::unique_lock table_lock(table_mutex_);
-  table_.emplace(FunctionKey{context, kernel.key}, std::move(f));
+  table_.emplace(FunctionKey{context_id, kernel.key}, std::move(f));
   return loaded;
 }
 
@@ -295,9 +309,9 @@ Status DeviceLauncher::launch(const ResolvedKernel& kernel, const LaunchDims& di
   MOEJIT_TRY(check_launch(kernel, dims, params));
   ContextScope scope(*this);
   MOEJIT_TRY(scope.status());
-  const LoadedFunction* f = find(scope.context(), kernel.key);
+  const LoadedFunction* f = find(scope.id(), kernel.key);
   if (f == nullptr) {
-    MOEJIT_ASSIGN_OR_RETURN(f, load(scope.context(), kernel, stream, dims.dynamic_shared_bytes));
+    MOEJIT_ASSIGN_OR_RETURN(f, load(scope.context(), scope.id(), kernel, stream, dims.dynamic_shared_bytes));
   }
   if (f->params_bytes != 0 && params_bytes != f->params_bytes)
     return error(Code::invalid_argument,
@@ -356,9 +370,9 @@ Status DeviceLauncher::prepare(const ResolvedKernel& kernel, std::uint32_t dynam
   MOEJIT_TRY(check_launch(kernel, dims, &dims));
   ContextScope scope(*this);
   MOEJIT_TRY(scope.status());
-  const LoadedFunction* f = find(scope.context(), kernel.key);
+  const LoadedFunction* f = find(scope.id(), kernel.key);
   if (f == nullptr) {
-    MOEJIT_ASSIGN_OR_RETURN(f, load(scope.context(), kernel, nullptr, dims.dynamic_shared_bytes));
+    MOEJIT_ASSIGN_OR_RETURN(f, load(scope.context(), scope.id(), kernel, nullptr, dims.dynamic_shared_bytes));
   }
   if (dims.dynamic_shared_bytes > f->shared_limit.load(std::memory_order_relaxed))
     MOEJIT_TRY(raise_shared_limit(*f, kernel, dims.dynamic_shared_bytes));

@@ -96,7 +96,7 @@ class DeviceLauncher final : public Launcher {
   // Loads `kernel` into the calling thread's context (as launch() picks it) with an allowance
   // of `dynamic_shared_bytes` (at least the kernel's own need), so that launches captured into
   // a graph later find it loaded.
-  Status prepare(const ResolvedKernel& kernel, std::uint32_t dynamic_shared_bytes = 0);
+  Status prepare(const ResolvedKernel& kernel, std::uint32_t dynamic_shared_bytes = 0) override;
 
   // Device memory in the context launches use; DeviceBuffer is the owning form.
   Result<CUdeviceptr> allocate(std::size_t bytes);
@@ -119,20 +119,20 @@ class DeviceLauncher final : public Launcher {
     std::atomic<std::uint32_t> shared_limit{0};  // dynamic shared memory the function may use
   };
   struct FunctionKey {
-    CUcontext context;
+    std::uint64_t context_id;  // see ContextScope::id()
     Hash128 kernel;
     friend bool operator==(const FunctionKey&, const FunctionKey&) = default;
   };
   struct FunctionKeyHash {
     std::size_t operator()(const FunctionKey& k) const noexcept {
-      return k.kernel.low ^ (k.kernel.high * 31) ^ (reinterpret_cast<std::uintptr_t>(k.context) >> 4);
+      return k.kernel.low ^ (k.kernel.high * 31) ^ (k.context_id * 0x9e3779b97f4a7c15ull);
     }
   };
 
   DeviceLauncher(const CudaDriver* driver, DeviceInfo info);
-  const LoadedFunction* find(CUcontext context, const Hash128& kernel) const;
-  Result<const LoadedFunction*> load(CUcontext context, const ResolvedKernel& kernel, void* stream,
-                                     std::uint32_t dynamic_shared_bytes);
+  const LoadedFunction* find(std::uint64_t context_id, const Hash128& kernel) const;
+  Result<const LoadedFunction*> load(CUcontext context, std::uint64_t context_id, const ResolvedKernel& kernel,
+                                     void* stream, std::uint32_t dynamic_shared_bytes);
   Status raise_shared_limit(const LoadedFunction& f, const ResolvedKernel& kernel, std::uint32_t bytes);
   Status check_launch(const ResolvedKernel& kernel, const LaunchDims& dims, const void* params) const;
 

@@ -52,6 +52,11 @@ class Launcher {
   virtual Status fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) = 0;
   // Waits until everything queued on `stream` has finished.
   virtual Status synchronize(void* stream) = 0;
+
+  // Makes `kernel` ready to launch without loading anything, so that launches captured into a
+  // CUDA graph later find it loaded (the device loads its module in the calling thread's
+  // context; the host backend has nothing to do).
+  virtual Status prepare(const ResolvedKernel& kernel, std::uint32_t dynamic_shared_bytes) = 0;
 };
 
 }  // namespace moejit

@@ -60,6 +60,13 @@ std::span<const std::string_view> arch_value_names() { return kArchNames; }
 
 std::span<const Arch> default_target_archs() { return kDefaultTargets; }
 
+Arch runtime_target(Arch arch) {
+  if (arch == Arch::none || arch_info(arch).arch_specific) return arch;
+  for (const ArchInfo& a : kArchs)
+    if (a.sm == arch_info(arch).sm && a.arch_specific) return a.arch;
+  return arch;
+}
+
 static_assert([] {
   for (std::size_t i = 0; i < kArchs.size(); ++i)
     if (static_cast<std::size_t>(kArchs[i].arch) != i + 1) return false;

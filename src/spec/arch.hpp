@@ -31,4 +31,9 @@ std::span<const std::string_view> arch_value_names();
 // The targets moejit builds and tests for: the `a` form where the architecture has one.
 std::span<const Arch> default_target_archs();
 
+// The target a GPU of `arch`'s compute capability runs: the `a` form where there is one (a 9.0
+// GPU runs sm_90a kernels, never sm_90 ones), else `arch`. Warm-up names are read through it,
+// so a store warmed "for sm_90" holds what an H100 looks up.
+Arch runtime_target(Arch arch);
+
 }  // namespace moejit

@@ -385,7 +385,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // ---- Serial split-K: add this split's sums to the tile's running total, in split order ----
   // Only rows that hold a token travel through the workspace.
   if constexpr (Spec::split_k > 1) {
-    const u32 tile = block_y() * grid_x() + block_x();
+    const u32 tile = block_x();  // (row tile, column tile), as grouped_gemm_counter_count counts them
     float* ws = p.workspace + static_cast<u64>(tile) * BM * BN;
     u32* counter = p.tile_counters + tile;
     if (tid == 0)
@@ -494,13 +494,19 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   const i32 m = Spec::pinned_m > 0 ? Spec::pinned_m : p.m;
 
   // ---- Which expert and rows this block owns (block-uniform; early exits precede barriers) ----
+  // The grid is one-dimensional over (column tile, row tile), column tiles fastest: the order
+  // in which the hardware dispatches a 2-D grid, without its 65535 limit on the row tiles (a
+  // masked layout of 256 experts x 4096 rows has 65536 of 16 rows).
+  constexpr u32 kColumnTiles = (Spec::n + S::BN - 1) / S::BN;
+  const u32 column_tile = block_x() % kColumnTiles, row_tile = block_x() / kColumnTiles;
   TileWork work{};
-  work.n0 = block_x() * S::BN;
+  work.n0 = column_tile * S::BN;
   if constexpr (Spec::layout == gemm_enum::indexed) {
-    const u32 tile = block_y();
+    const u32 tile = row_tile;
     if (static_cast<i64>(tile) * BM >= routing(p.num_tokens_post_pad)) return;
     work.expert = routing(p.expert_ids + tile);
-    if (work.expert < 0) return;
+    // -1: a padding block; past the weights: routing that was not aligned for these experts.
+    if (work.expert < 0 || work.expert >= static_cast<i32>(Spec::experts)) return;
     for (u32 r = tid; r < BM; r += S::kThreads) {
       const i32 id = routing(p.sorted_token_ids + tile * BM + r);
       const bool valid = id >= 0 && id < m;
@@ -508,8 +514,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       c_row[r] = valid ? id : -1;
     }
   } else if constexpr (Spec::layout == gemm_enum::contiguous) {
-    // Tile y is the y-th BM-row tile counting experts in order; every warp finds it.
-    const u32 tile = block_y();
+    // Row tile y is the y-th BM-row tile counting experts in order; every warp finds it.
+    const u32 tile = row_tile;
     u32 before = 0;  // tiles of the experts already passed
     i32 local = -1;
     work.expert = -1;
@@ -540,8 +546,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
     }
   } else {
     const u32 tiles_per_expert = (static_cast<u32>(m) + BM - 1) / BM;
-    work.expert = static_cast<i32>(block_y() / tiles_per_expert);
-    const i32 local = static_cast<i32>(block_y() % tiles_per_expert);
+    work.expert = static_cast<i32>(row_tile / tiles_per_expert);
+    const i32 local = static_cast<i32>(row_tile % tiles_per_expert);
     // Counts come from the device; one above max_m would write into the next expert's slab.
     const i32 count = min_of(p.expert_counts[work.expert], m);
     if (local * static_cast<i32>(BM) >= count) return;

@@ -1,5 +1,7 @@
 #pragma once
-// Routing align (vLLM moe_align_block_size semantics, see align_params.cuh), one block.
+// Routing align (vLLM moe_align_block_size semantics with the expert map applied, see
+// align_params.cuh), one block. Buckets are local experts: pairs of experts on other ranks get
+// no slot, so no GEMM block is spent on them and the slots in use fit the local-count bounds.
 //
 // Deterministic and stable: within an expert, pairs appear in increasing flat index, with no
 // global atomics. Warp w owns a contiguous segment of the pairs; it first counts its segment
@@ -7,7 +9,7 @@
 // each expert, and the warp then places its segment in order, ranking equal experts inside a
 // 32-pair chunk with match.any.
 //
-// Spec (generated): experts, block_size, warps.
+// Spec (generated): experts (local), block_size, warps.
 
 #include "common/atomic.cuh"
 #include "common/grid_dependency.cuh"
@@ -17,6 +19,15 @@
 #include "moe/align_params.cuh"
 
 namespace moejit::kernels {
+
+// The local expert of a routed pair, or -1 when it has no slot here. Map entries outside
+// [0, experts) are dropped too (the host checks the map; the device trusts nothing it reads).
+template <i32 E>
+MOEJIT_DEVICE i32 align_local_expert(const MoeAlignParams& p, i32 global_id) {
+  if (global_id < 0 || global_id >= p.global_experts) return -1;
+  const i32 local = p.expert_map != nullptr ? p.expert_map[global_id] : global_id;
+  return local >= 0 && local < E ? local : -1;
+}
 
 template <class Spec>
 MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
@@ -50,8 +61,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
 
   // 1. Per-warp histograms of the warp's own segment.
   for (i32 i = seg_begin + static_cast<i32>(lane); i < seg_end; i += 32) {
-    const i32 e = p.topk_ids[i];
-    if (e >= 0 && e < E) shared_red_add(&hist[warp * E + e], 1);
+    const i32 e = align_local_expert<E>(p, p.topk_ids[i]);
+    if (e >= 0) shared_red_add(&hist[warp * E + e], 1);
   }
   block_sync();
 
@@ -88,7 +99,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
   }
   block_sync();
 
-  // 4. Fill: every slot gets the sentinel, every block its (mapped) expert or -1.
+  // 4. Fill: every slot gets the sentinel, every block its local expert or -1.
   const i32 max_padded = static_cast<i32>(align_max_padded(numel, E, BM));
   const i32 used_blocks = static_cast<i32>(start[E]) / BM;
   for (i32 i = static_cast<i32>(tid); i < max_padded; i += threads) p.sorted_token_ids[i] = numel;
@@ -103,7 +114,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
         if (start[mid] <= slot) lo = mid;
         else hi = mid - 1;
       }
-      expert = p.expert_map != nullptr ? p.expert_map[lo] : lo;
+      expert = lo;
     }
     p.expert_ids[b] = expert;
   }
@@ -112,8 +123,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32)
   // 5. Scatter the warp's segment in order.
   for (i32 base = seg_begin; base < seg_end; base += 32) {
     const i32 i = base + static_cast<i32>(lane);
-    const i32 e = i < seg_end ? p.topk_ids[i] : -1;
-    const bool placed = e >= 0 && e < E;
+    const i32 e = i < seg_end ? align_local_expert<E>(p, p.topk_ids[i]) : -1;
+    const bool placed = e >= 0;
     const u32 peers = match_any(placed ? static_cast<u32>(e) : 0xffffffffu);
     if (placed) {
       const u32 rank = popc(peers & lanemask_lt());

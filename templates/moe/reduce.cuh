@@ -65,7 +65,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) moe_reduce_kernel(MoeR
     const i64 pair = static_cast<i64>(token) * p.topk + k;
     const i32 id = p.topk_ids[pair];
     if (id < 0 || id >= p.experts) continue;
-    if (p.expert_map != nullptr && p.expert_map[id] < 0) continue;
+    const i32 local = p.expert_map != nullptr ? p.expert_map[id] : id;
+    if (local < 0 || local >= p.local_experts) continue;
     float v[8];
     load8<Spec::act>(static_cast<const unsigned char*>(p.pairs) + pair * p.ld_pairs * kPairBytes, col, v);
     for (u32 i = 0; i < 8; ++i) sum[i] += v[i];

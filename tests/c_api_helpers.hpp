@@ -1,0 +1,134 @@
+#pragma once
+// What the C ABI suites share: a context on a temporary store, owned aligned buffers, packing
+// through moejit.h, and MXFP4 weights laid out as vLLM holds them with their logical form for
+// the fp64 reference.
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/numeric.cuh"
+#include "moejit/moejit.h"
+#include "quant/quantize.hpp"
+#include "test_support.hpp"
+
+namespace moejit::test {
+
+// `count` standard-normal activations rounded to `dtype` (bf16 or f16) into `data`; their exact
+// values, for the reference.
+template <typename Rng>
+inline std::vector<double> random_activations(void* data, std::size_t count, DType dtype, Rng& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<double> exact(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const u16 h = dtype == DType::bf16 ? prim::twin::f32_to_bf16(dist(rng)) : prim::twin::f32_to_f16(dist(rng));
+    static_cast<u16*>(data)[i] = h;
+    exact[i] = dtype == DType::bf16 ? prim::twin::bf16_to_f32(h) : prim::twin::f16_to_f32(h);
+  }
+  return exact;
+}
+
+// Owned, 256-byte aligned host memory.
+struct Buffer {
+  explicit Buffer(std::size_t bytes) : size(bytes), data(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)) {
+    std::memset(data, 0xff, size);
+  }
+  ~Buffer() { std::free(data); }
+  Buffer(const Buffer&) = delete;
+  std::size_t size;
+  void* data;
+};
+
+struct Context {
+  explicit Context(const TempDir& dir, moejit_backend_t backend = MOEJIT_BACKEND_HOST, const char* manifest = nullptr,
+                   int frozen = 0) {
+    cache = dir / "store";
+    moejit_context_options_t o;
+    moejit_context_options_init(&o);
+    o.backend = backend;
+    o.cache_dir = cache.c_str();
+    o.usage_manifest = manifest;
+    o.frozen = frozen;
+    REQUIRE_MESSAGE(moejit_context_create(&o, &ctx) == MOEJIT_OK, std::string(moejit_last_error()));
+  }
+  ~Context() { moejit_context_destroy(ctx); }
+  std::string cache;
+  moejit_context_t ctx = nullptr;
+};
+
+// Packed weights with their buffers.
+struct Packed {
+  moejit_packed_weights_t w{};
+  std::unique_ptr<Buffer> q, s, z, b;
+};
+
+inline std::unique_ptr<Packed> pack(moejit_context_t ctx, moejit_weights_desc_t d) {
+  moejit_packed_sizes_t sizes;
+  REQUIRE_MESSAGE(moejit_packed_weights_size(ctx, &d, &sizes) == MOEJIT_OK, std::string(moejit_last_error()));
+  auto p = std::make_unique<Packed>();
+  moejit_packed_weights_init(&p->w);
+  p->q = std::make_unique<Buffer>(sizes.qweight_bytes);
+  p->s = std::make_unique<Buffer>(sizes.scales_bytes);
+  p->w.qweight = p->q->data;
+  p->w.scales = p->s->data;
+  p->w.qweight_bytes = sizes.qweight_bytes;
+  p->w.scales_bytes = sizes.scales_bytes;
+  if (sizes.zeros_bytes) {
+    p->z = std::make_unique<Buffer>(sizes.zeros_bytes);
+    p->w.zeros = p->z->data;
+    p->w.zeros_bytes = sizes.zeros_bytes;
+  }
+  if (sizes.bias_bytes) {
+    p->b = std::make_unique<Buffer>(sizes.bias_bytes);
+    p->w.bias = static_cast<float*>(p->b->data);
+    p->w.bias_bytes = sizes.bias_bytes;
+  }
+  REQUIRE_MESSAGE(moejit_pack_weights(ctx, &d, &p->w, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  return p;
+}
+
+// MXFP4 weights [E][N][K] as vLLM holds them, with their logical form for the reference.
+struct VllmWeights {
+  quant::QuantizedWeights logical;
+  std::vector<u8> blocks, scales;
+};
+
+inline VllmWeights vllm_weights(std::mt19937& rng, std::uint32_t e, std::uint32_t n, std::uint32_t k) {
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> w(static_cast<std::size_t>(e) * n * k);
+  for (auto& v : w) v = dist(rng);
+  auto q = quant::quantize(w, e, n, k, {WeightFormat::mxfp4, 32, DType::e8m0});
+  REQUIRE(q.ok());
+  VllmWeights out;
+  out.logical = *q;
+  out.blocks.resize(w.size() / 2);
+  for (std::size_t i = 0; i < out.blocks.size(); ++i)
+    out.blocks[i] = static_cast<u8>(q->codes[2 * i] | q->codes[2 * i + 1] << 4);
+  out.scales.resize(q->scales.size());
+  for (std::size_t i = 0; i < out.scales.size(); ++i) out.scales[i] = static_cast<u8>(q->scales[i]);
+  return out;
+}
+
+inline moejit_weights_desc_t vllm_desc(const VllmWeights& w, moejit_row_order_t rows, const float* bias) {
+  moejit_weights_desc_t d;
+  moejit_weights_desc_init(&d);
+  d.format = MOEJIT_WEIGHT_MXFP4;
+  d.group_size = 32;
+  d.scale_dtype = MOEJIT_DTYPE_E8M0;
+  d.experts = w.logical.experts;
+  d.n = w.logical.n;
+  d.k = w.logical.k;
+  d.source = MOEJIT_SOURCE_VLLM_MXFP4;
+  d.rows = rows;
+  d.qweight = w.blocks.data();
+  d.scales = w.scales.data();
+  d.bias = bias;
+  return d;
+}
+
+}  // namespace moejit::test
