@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/numeric.cuh"
+#include "compile/nvrtc_library.hpp"
 #include "dispatch/spec_observer.hpp"
 #include "moejit/moejit.h"
 #include "quant/compare.hpp"
@@ -42,8 +43,10 @@ TEST_CASE("C ABI: AUTO falls back to the host only without a driver or device, n
   TempDir dir;
   const std::filesystem::path driver =
       std::filesystem::path(MOEJIT_CLI).parent_path() / "bench" / "overhead" / "libmoejit-null-cuda.so";
-  auto run = [&](std::map<std::string, std::string> env) {
-    const ProcessResult r = run_process({MOEJIT_BACKEND_AUTO_PROGRAM, dir / "store"}, env);
+  auto run = [&](std::map<std::string, std::string> env, bool prepare = false) {
+    std::vector<std::string> argv = {MOEJIT_BACKEND_AUTO_PROGRAM, dir / "store"};
+    if (prepare) argv.push_back("prepare");
+    const ProcessResult r = run_process(argv, env);
     INFO("stderr: " << r.err);
     return r;
   };
@@ -60,6 +63,14 @@ TEST_CASE("C ABI: AUTO falls back to the host only without a driver or device, n
   r = run({{"MOEJIT_CUDA_LIBRARY", driver}});
   CHECK(r.exit_code == 0);
   CHECK(r.out == "backend=device arch=sm_90a\n");
+  // moejit_prepare through the device path: every kernel of a layer compiled and loaded (the
+  // null driver's cuModuleLoadData accepts the CUBINs; a GPU run is in the device suites).
+  if (NvrtcLibrary::get().ok()) {
+    r = run({{"MOEJIT_CUDA_LIBRARY", driver}}, true);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("prepared=") != std::string::npos);
+    CHECK(r.out.find("prepared=0") == std::string::npos);
+  }
   // A device with no moejit target: an error naming its compute capability, not the host
   // backend reading the caller's device pointers.
   for (const char* cc : {"7.5", "13.7"}) {
@@ -519,4 +530,61 @@ TEST_CASE("C ABI: the usage manifest lists exactly the kernels a run used") {
   auto bad = dispatch::read_usage_manifest(dir / "bad.jsonl");
   CHECK_FALSE(bad.ok());
   CHECK(bad.status().message().find("line 2") != std::string::npos);
+}
+
+TEST_CASE("C ABI: per-channel INT4 is group_size 0, K or GPTQ's -1, all packed alike") {
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 2, N = 64, K = 128;
+  std::vector<u8> codes(E * N * K);
+  for (auto& v : codes) v = static_cast<u8>(rng() % 16);
+  std::vector<u16> scales(E * N);
+  for (auto& v : scales) v = prim::twin::f32_to_bf16(0.01f * static_cast<float>(1 + rng() % 50));
+  std::vector<std::vector<unsigned char>> packed_bytes;
+  for (const std::uint32_t group : {0u, K, UINT32_MAX}) {
+    CAPTURE(group);
+    moejit_weights_desc_t d;
+    moejit_weights_desc_init(&d);
+    d.format = MOEJIT_WEIGHT_INT4_SYM;
+    d.group_size = group;
+    d.scale_dtype = MOEJIT_DTYPE_BF16;
+    d.experts = E;
+    d.n = N;
+    d.k = K;
+    d.source = MOEJIT_SOURCE_PLAIN_CODES;
+    d.qweight = codes.data();
+    d.scales = scales.data();
+    auto p = pack(c.ctx, d);
+    CHECK(p->w.group_size == K);
+    std::vector<unsigned char> bytes(static_cast<unsigned char*>(p->q->data),
+                                     static_cast<unsigned char*>(p->q->data) + p->w.qweight_bytes);
+    bytes.insert(bytes.end(), static_cast<unsigned char*>(p->s->data),
+                 static_cast<unsigned char*>(p->s->data) + p->w.scales_bytes);
+    packed_bytes.push_back(std::move(bytes));
+  }
+  CHECK(packed_bytes[1] == packed_bytes[0]);
+  CHECK(packed_bytes[2] == packed_bytes[0]);
+
+  // The model descriptor: 0 and -1 name the same kernels (the second finds them all in memory).
+  moejit_model_desc_t m;
+  moejit_model_desc_init(&m);
+  m.hidden = K;
+  m.intermediate = N;
+  m.experts = E;
+  m.topk = 1;
+  m.format = MOEJIT_WEIGHT_INT4_SYM;
+  m.scale_dtype = MOEJIT_DTYPE_BF16;
+  m.max_tokens = 1;
+  m.group_size = 0;
+  REQUIRE_MESSAGE(moejit_prepare(c.ctx, &m, nullptr, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  moejit_stats_t stats;
+  moejit_stats_init(&stats);
+  REQUIRE(moejit_get_stats(c.ctx, &stats) == MOEJIT_OK);
+  const std::uint64_t compiles = stats.compiles;
+  CHECK(compiles >= 4);
+  m.group_size = UINT32_MAX;
+  REQUIRE_MESSAGE(moejit_prepare(c.ctx, &m, nullptr, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  REQUIRE(moejit_get_stats(c.ctx, &stats) == MOEJIT_OK);
+  CHECK(stats.compiles == compiles);
 }

@@ -179,7 +179,8 @@ typedef enum moejit_row_order {
 typedef struct moejit_weights_desc {
   uint32_t struct_size;
   moejit_weight_format_t format;
-  uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 or K for INT4 */
+  uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 for INT4; per-channel INT4: 0
+                                   (also K, or (uint32_t)-1 as GPTQ configs write it) */
   moejit_dtype_t scale_dtype;   /* E8M0 for MXFP4; BF16 or F16 for INT4 */
   uint32_t experts, n, k;       /* n and k multiples of 32 */
   moejit_weight_source_t source;
@@ -200,7 +201,7 @@ void moejit_weights_desc_init(moejit_weights_desc_t* desc);
 typedef struct moejit_packed_weights {
   uint32_t struct_size;
   moejit_weight_format_t format;
-  uint32_t group_size;
+  uint32_t group_size;          /* per-channel: K */
   moejit_dtype_t scale_dtype;
   uint32_t experts, n, k;
   int32_t act_and_mul;          /* columns interleave gate and up (packed from a gate/up order) */
@@ -315,7 +316,8 @@ typedef struct moejit_model_desc {
   uint32_t struct_size;
   uint32_t hidden, intermediate, experts, topk;
   moejit_weight_format_t format;
-  uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128, or 0 for per-channel INT4 */
+  uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 for INT4; per-channel INT4: 0
+                                   (also (uint32_t)-1 as GPTQ configs write it) */
   moejit_dtype_t scale_dtype;
   moejit_dtype_t act_dtype;     /* default BF16 */
   moejit_dtype_t out_dtype;     /* default BF16 */

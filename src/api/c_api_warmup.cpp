@@ -24,7 +24,7 @@ Result<dispatch::ModelDesc> model_of(const moejit_model_desc_t* m) {
   d.experts = m->experts;
   d.topk = m->topk;
   d.format = static_cast<WeightFormat>(m->format);
-  d.group_size = m->group_size;
+  d.group_size = m->group_size == UINT32_MAX ? 0 : m->group_size;  // GPTQ's -1: per-channel, as 0
   MOEJIT_ASSIGN_OR_RETURN(d.scale, api::dtype_of(m->scale_dtype, "model->scale_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(d.act, api::dtype_of(m->act_dtype, "model->act_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(d.out, api::dtype_of(m->out_dtype, "model->out_dtype"));

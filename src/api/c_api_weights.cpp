@@ -21,7 +21,8 @@ Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
   MOEJIT_ASSIGN_OR_RETURN(DType scale, api::dtype_of(d->scale_dtype, "desc->scale_dtype"));
   dispatch::WeightSourceDesc w;
   w.format = static_cast<WeightFormat>(d->format);
-  w.group_size = d->group_size;
+  // Per-channel: 0 is the spelling moejit writes; K, and GPTQ's -1, mean the same.
+  w.group_size = d->group_size == 0 || d->group_size == UINT32_MAX ? d->k : d->group_size;
   w.scale = scale;
   w.experts = d->experts;
   w.n = d->n;
@@ -82,7 +83,7 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     MOEJIT_TRY(dispatch::pack_weights(*launcher, w, {packed->qweight, packed->scales, packed->zeros, packed->bias}, stream));
     packed->format = source->format;
-    packed->group_size = source->group_size;
+    packed->group_size = w.group_size;  // per-channel as K: what the packed buffers hold
     packed->scale_dtype = source->scale_dtype;
     packed->experts = source->experts;
     packed->n = source->n;

@@ -2,15 +2,17 @@
  * "backend=host arch=sm_..." / "backend=device arch=sm_..." (exit 0), or
  * "error=STATUS message" (exit 1). The suite runs it with MOEJIT_CUDA_LIBRARY naming the null
  * driver (and MOEJIT_NULL_CUDA_CC), or a missing library, since the driver is loaded once per
- * process. Usage: backend_auto CACHE_DIR. */
+ * process. With "prepare", it then runs moejit_prepare on a small MXFP4 model (every kernel of the
+ * layer for 1..2 tokens, loaded on the device) and prints "prepared=N" (N kernels compiled).
+ * Usage: backend_auto CACHE_DIR [prepare]. */
 
 #include <stdio.h>
 
 #include "moejit/moejit.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: backend_auto CACHE_DIR\n");
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: backend_auto CACHE_DIR [prepare]\n");
     return 2;
   }
   moejit_context_options_t o;
@@ -30,6 +32,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   printf("backend=%s arch=%s\n", backend == MOEJIT_BACKEND_HOST ? "host" : "device", arch);
+  if (argc == 3) {
+    moejit_model_desc_t m;
+    moejit_model_desc_init(&m);
+    m.hidden = 256;
+    m.intermediate = 128;
+    m.experts = 16;
+    m.topk = 4;
+    m.format = MOEJIT_WEIGHT_MXFP4;
+    m.group_size = 32;
+    m.scale_dtype = MOEJIT_DTYPE_E8M0;
+    m.max_tokens = 2;
+    s = moejit_prepare(ctx, &m, NULL, NULL);
+    if (s != MOEJIT_OK) {
+      printf("error=%s %s\n", moejit_status_name(s), moejit_last_error());
+      moejit_context_destroy(ctx);
+      return 1;
+    }
+    moejit_stats_t stats;
+    moejit_stats_init(&stats);
+    moejit_get_stats(ctx, &stats);
+    printf("prepared=%llu\n", (unsigned long long)stats.compiles);
+  }
   moejit_context_destroy(ctx);
   return 0;
 }
