@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/numeric.cuh"
-#include "dispatch/grouped_gemm_launch.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "moe/align_params.cuh"
 #include "quant/compare.hpp"
@@ -295,25 +295,25 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   p.c = c_backend;
   p.ldc = ldc;
 
-  const auto shape = dispatch::grouped_gemm_launch_shape(spec, p.m);
+  const GemmTiles tiles = grouped_gemm_tiles(spec, p.m);
   // Workspace poisoned (NaN): split-K must write before it reads.
-  const std::size_t workspace_bytes = dispatch::grouped_gemm_workspace_bytes(spec, shape) + 4 * sizeof(float);
-  std::vector<u32> counters(dispatch::grouped_gemm_counter_count(spec, shape) + 1, 0);
+  const std::size_t workspace_bytes = grouped_gemm_partial_bytes(spec, tiles) + 4 * sizeof(float);
+  std::vector<u32> counters(grouped_gemm_counter_count(spec, tiles) + 1, 0);
   u32* counters_backend = nullptr;
   if (spec.split_k > 1) {
     p.workspace = static_cast<float*>(memory.filled(workspace_bytes, 0xff));
     counters_backend = memory.upload(counters);
     p.tile_counters = counters_backend;
   }
-  const Status checked = dispatch::check_grouped_gemm_params(spec, p);
+  const Status checked = check_grouped_gemm_params(spec, p);
   REQUIRE_MESSAGE(checked.ok(), checked.message());
 
   auto resolved = resolver.resolve(spec);
   REQUIRE_MESSAGE(resolved.ok(), resolved.status().message());
-  if (shape.grid[1] > 0) {
-    auto dims = dispatch::grouped_gemm_launch_dims(shape);
-    REQUIRE_MESSAGE(dims.ok(), dims.status().message());
-    const Status ran = launcher.launch(*resolved->kernel, *dims, &p, sizeof p, nullptr);
+  if (tiles.rows > 0) {
+    auto grid = grouped_gemm_grid(tiles);
+    REQUIRE_MESSAGE(grid.ok(), grid.status().message());
+    const Status ran = launcher.launch(*resolved->kernel, launch_dims(*resolved->kernel, *grid), &p, sizeof p, nullptr);
     REQUIRE_MESSAGE(ran.ok(), ran.message());
   }
   memory.download(out.data(), c_backend, out.size());

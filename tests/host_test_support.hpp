@@ -4,7 +4,7 @@
 //
 // A test kernel is a template file that includes "hosttest/params.cuh" and defines
 // `template <class Spec> MOEJIT_GLOBAL void moejit::kernels::<name>(hosttest::Params)`. It is
-// generated through codegen's own path (generate_from_recipe), so its translation unit has the
+// generated through codegen's own path (generate_from_def), so its translation unit has the
 // same host entry points as a library kernel's.
 
 #include <doctest/doctest.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "codegen/generate.hpp"
-#include "codegen/recipe.hpp"
+#include "kernels/kernel_def.hpp"
 #include "compile/host_compiler.hpp"
 #include "host/launch.hpp"
 #include "test_support.hpp"
@@ -102,17 +102,18 @@ inline Result<ResolvedKernel> build_host_test_kernel(const HostCompiler& compile
   files["hosttest/params.cuh"] = kHostTestParamsCuh;
   codegen::TemplateSet set(std::move(files));
   const std::string qualified = "moejit::kernels::" + kernel;
-  codegen::KernelRecipe recipe{
+  KernelDef def{
       .entry = entry,
       .kernel = qualified,
       .params_type = "hosttest::Params",
+    .validate_fields = [](const KernelSpec&) { return Status{}; },
       .check = [](const KernelSpec&) { return Status{}; },
-      .constants = [](const KernelSpec&) { return std::vector<codegen::SpecConstant>{}; },
+      .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
       .block_threads = [](const KernelSpec&) { return 0u; },
       .dynamic_shared_bytes = [](const KernelSpec&) { return 0u; },
   };
   const KernelSpec spec = host_test_spec();
-  MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_recipe(spec, recipe, set));
+  MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_def(spec, def, set));
   MOEJIT_ASSIGN_OR_RETURN(CompiledKernel compiled, compiler.compile(generated, set, spec));
   ResolvedKernel k;
   k.spec = spec;

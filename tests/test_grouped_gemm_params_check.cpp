@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "dispatch/grouped_gemm_launch.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "dispatch/grouped_gemm_op.hpp"
 
 using namespace moejit;
@@ -104,18 +104,18 @@ TEST_CASE("a masked layout with more than 65535 row tiles launches: the tiles ar
   f.request.params.expert_counts = reinterpret_cast<const i32*>(f.aligned());
   auto g = prepare_grouped_gemm(f.request, Arch::sm_90a, Backend::device, 132);
   REQUIRE_MESSAGE(g.ok(), g.status().message());
-  const LaunchShape shape = grouped_gemm_launch_shape(g->spec, 40000);
-  CAPTURE(shape.grid[0]);
-  CAPTURE(shape.grid[1]);
-  CHECK(shape.grid[1] > 65535);
-  CHECK(g->dims.grid[0] == shape.grid[0] * shape.grid[1]);
-  CHECK(g->dims.grid[1] == 1);
-  CHECK(g->dims.grid[2] == shape.grid[2]);
+  const GemmTiles tiles = grouped_gemm_tiles(g->spec, 40000);
+  CAPTURE(tiles.columns);
+  CAPTURE(tiles.rows);
+  CHECK(tiles.rows > 65535);
+  CHECK(g->grid.x == tiles.columns * tiles.rows);
+  CHECK(g->grid.y == 1);
+  CHECK(g->grid.z == tiles.splits);
   // Past 2^31 - 1 tiles there is no launch: an error, not a wrapped grid.
-  LaunchShape huge = shape;
-  huge.grid[0] = 1u << 16;
-  huge.grid[1] = 1u << 16;
-  auto dims = grouped_gemm_launch_dims(huge);
-  REQUIRE_FALSE(dims.ok());
-  CHECK(dims.status().message().find("2^31 - 1") != std::string::npos);
+  GemmTiles huge = tiles;
+  huge.columns = 1u << 16;
+  huge.rows = 1u << 16;
+  auto grid = grouped_gemm_grid(huge);
+  REQUIRE_FALSE(grid.ok());
+  CHECK(grid.status().message().find("2^31 - 1") != std::string::npos);
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "codegen/generate.hpp"
-#include "codegen/recipe.hpp"
+#include "kernels/kernel_def.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "compile/nvrtc_library.hpp"
 #include "host_test_support.hpp"
@@ -66,12 +66,13 @@ constexpr const char* kEntry = "test/pdl_hint_copy.cuh";
 constexpr std::uint32_t kThreads = 64;
 constexpr std::uint32_t kShared = kThreads * 16;
 
-const codegen::KernelRecipe kRecipe{
+const KernelDef kDef{
     .entry = kEntry,
     .kernel = "moejit::kernels::pdl_hint_copy",
     .params_type = "hosttest::Params",
+    .validate_fields = [](const KernelSpec&) { return Status{}; },
     .check = [](const KernelSpec&) { return Status{}; },
-    .constants = [](const KernelSpec&) { return std::vector<codegen::SpecConstant>{}; },
+    .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
     .block_threads = [](const KernelSpec&) { return kThreads; },
     .dynamic_shared_bytes = [](const KernelSpec&) { return kShared; },
 };
@@ -139,7 +140,7 @@ TEST_CASE("griddepcontrol and the evict-first cp.async compile for every target 
   for (Arch arch : default_target_archs()) {
     CAPTURE(to_string(arch));
     const KernelSpec spec = device_spec(arch);
-    auto g = codegen::generate_from_recipe(spec, kRecipe, set);
+    auto g = codegen::generate_from_def(spec, kDef, set);
     REQUIRE_MESSAGE(g.ok(), g.status().message());
     auto c = (*nvrtc)->compile(*g, set, spec);
     REQUIRE_MESSAGE(c.ok(), c.status().message());

@@ -4,7 +4,7 @@
 
 #include "codegen/generate.hpp"
 #include "spec/spec_json.hpp"
-#include "spec/validate.hpp"
+#include "kernels/kernel_def.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;

@@ -35,7 +35,7 @@
 #include "codegen/generate.hpp"
 #include "common/numeric.cuh"
 #include "compile/nvrtc_library.hpp"
-#include "dispatch/grouped_gemm_launch.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "moe/align_params.cuh"
 #include "quant/pack.hpp"
@@ -326,9 +326,9 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   base.a_row_divisor = c.projection == Projection::gate_up ? static_cast<i32>(c.model->topk) : 1;
   base.topk_weights = d_topk.as<const float>();
   // Split-K: partial sums and counters (zero before the first launch; every launch leaves them so).
-  const dispatch::LaunchShape split_shape = dispatch::grouped_gemm_launch_shape(spec, base.m);
-  const std::uint64_t partial_bytes = dispatch::grouped_gemm_workspace_bytes(spec, split_shape);
-  const std::uint64_t counter_bytes = dispatch::grouped_gemm_counter_count(spec, split_shape) * 4;
+  const GemmTiles tiles = grouped_gemm_tiles(spec, base.m);
+  const std::uint64_t partial_bytes = grouped_gemm_partial_bytes(spec, tiles);
+  const std::uint64_t counter_bytes = grouped_gemm_counter_count(spec, tiles) * 4;
   DeviceBuffer d_split;
   if (partial_bytes > 0) {
     MOEJIT_ASSIGN_OR_RETURN(d_split, DeviceBuffer::allocate(l, partial_bytes + counter_bytes));
@@ -352,12 +352,11 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
     p.num_tokens_post_pad = reinterpret_cast<const i32*>(r + sorted_bytes + ids_bytes);
     return p;
   };
-  MOEJIT_TRY(dispatch::check_grouped_gemm_params(spec, params_of(0)));
-  const dispatch::LaunchShape shape = dispatch::grouped_gemm_launch_shape(spec, base.m);
-  LaunchDims dims;
-  std::copy(std::begin(shape.grid), std::end(shape.grid), dims.grid);
-  dims.block[0] = shape.block_threads;
-  dims.dynamic_shared_bytes = shape.dynamic_shared_bytes;
+  MOEJIT_TRY(check_grouped_gemm_params(spec, params_of(0)));
+  // The grid the library launches (column and row tiles folded into x, as the kernel decodes
+  // them), and the block and shared memory of the compiled kernel.
+  MOEJIT_ASSIGN_OR_RETURN(const LaunchGrid grid, grouped_gemm_grid(tiles));
+  LaunchDims dims = launch_dims(kernel, grid);
   j["grid"] = {dims.grid[0], dims.grid[1], dims.grid[2]};
   MOEJIT_TRY(l.prepare(kernel, dims.dynamic_shared_bytes));
   auto enqueue = [&](std::uint64_t i) {

@@ -147,19 +147,20 @@ Result<Json> measure_host_overhead(DeviceLauncher& l, CUstream stream, const Ove
   } unload{api, module};
   if (api.ModuleGetFunction(&function, module, resolved.kernel->meta.kernel_name.c_str()) != CUDA_SUCCESS)
     return error(Code::internal, "cuModuleGetFunction({}) failed", resolved.kernel->meta.kernel_name);
-  if (g.dims.dynamic_shared_bytes > 48 * 1024 &&
+  const LaunchDims dims = launch_dims(*resolved.kernel, g.grid);
+  if (dims.dynamic_shared_bytes > 48 * 1024 &&
       api.FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                           static_cast<int>(g.dims.dynamic_shared_bytes)) != CUDA_SUCCESS)
+                           static_cast<int>(dims.dynamic_shared_bytes)) != CUDA_SUCCESS)
     return error(Code::internal, "cuFuncSetAttribute(max dynamic shared memory) failed");
   if (api.LaunchKernelEx == nullptr) return error(Code::unsupported, "the driver has no cuLaunchKernelEx (before 11.8)");
   CUlaunchConfig config{};
-  config.gridDimX = g.dims.grid[0];
-  config.gridDimY = g.dims.grid[1];
-  config.gridDimZ = g.dims.grid[2];
-  config.blockDimX = g.dims.block[0];
-  config.blockDimY = g.dims.block[1];
-  config.blockDimZ = g.dims.block[2];
-  config.sharedMemBytes = g.dims.dynamic_shared_bytes;
+  config.gridDimX = dims.grid[0];
+  config.gridDimY = dims.grid[1];
+  config.gridDimZ = dims.grid[2];
+  config.blockDimX = dims.block[0];
+  config.blockDimY = dims.block[1];
+  config.blockDimZ = dims.block[2];
+  config.sharedMemBytes = dims.dynamic_shared_bytes;
   config.hStream = stream;
   void* kernel_args[] = {&g.params};
 

@@ -13,16 +13,18 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   const MainLoopAnalysis& loop = *analysis.loop;
   CaseResult r;
 
-  r.launch = dispatch::grouped_gemm_launch_shape(s, c.rows());
+  r.tiles = grouped_gemm_tiles(s, c.rows());
+  r.block_threads = meta.block_threads;
+  r.dynamic_shared_bytes = meta.dynamic_shared_bytes;
   r.expected_tiles = expected_active_tiles(c.tokens, c.topk(), c.experts(), s.bm);
-  r.ctas = static_cast<double>(r.launch.grid[0]) * r.expected_tiles * r.launch.grid[2];
-  r.stages_per_cta = static_cast<double>(s.k / s.bk) / std::max<std::uint32_t>(1, r.launch.grid[2]);
-  const std::uint32_t shared_bytes = meta.static_shared_bytes + r.launch.dynamic_shared_bytes;
-  r.occupancy = occupancy({meta.registers, r.launch.block_threads, shared_bytes}, device);
+  r.ctas = static_cast<double>(r.tiles.columns) * r.expected_tiles * r.tiles.splits;
+  r.stages_per_cta = static_cast<double>(s.k / s.bk) / std::max<std::uint32_t>(1, r.tiles.splits);
+  const std::uint32_t shared_bytes = meta.static_shared_bytes + r.dynamic_shared_bytes;
+  r.occupancy = occupancy({meta.registers, r.block_threads, shared_bytes}, device);
 
   r.format = {s.group_size, s.scale == DType::e8m0 ? 1u : 2u, s.weight == WeightFormat::int4_asym};
   r.stage = stage_hbm_bytes(s.bn, s.bk, r.format);
-  const double warps = std::max<std::uint32_t>(1, r.launch.block_threads / 32);
+  const double warps = std::max<std::uint32_t>(1, r.block_threads / 32);
   r.stages_per_iteration = loop.stages;
   r.instructions_per_iteration = static_cast<double>(loop.counts.total);
   r.weight_bytes_per_iteration = loop.stages * r.stage.weight / warps;
@@ -36,7 +38,7 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   in.stage_bytes = r.stage.total();
   in.stages = s.stages;
   in.stages_per_cta = r.stages_per_cta;
-  in.split_k = std::max<std::uint32_t>(1, r.launch.grid[2]);
+  in.split_k = std::max<std::uint32_t>(1, r.tiles.splits);
   // The fused layer's down projection fetches its first weights before waiting for the gate/up
   // GEMM (programmatic dependent launch, sm_90 and later).
   in.first_ramp_hidden = c.gemm == Gemm::down && arch_info(s.arch).sm >= 90;

@@ -5,16 +5,18 @@
 
 #include <optional>
 
-#include "dispatch/grouped_gemm_launch.hpp"
 #include "bench/perf_model/cases.hpp"
 #include "bench/perf_model/model.hpp"
+#include "kernels/grouped_gemm.hpp"
 
 namespace moejit::perf {
 
 struct CaseResult {
-  dispatch::LaunchShape launch;  // as the launch would compute it for the case's rows
-  double expected_tiles = 0;     // along grid y, with work
-  double ctas = 0;               // grid x * expected tiles * split-K
+  GemmTiles tiles;                      // as the launch would compute them for the case's rows
+  std::uint32_t block_threads = 0;      // of the compiled kernel
+  std::uint32_t dynamic_shared_bytes = 0;
+  double expected_tiles = 0;            // row tiles with work
+  double ctas = 0;                      // column tiles * expected tiles * split-K
   double stages_per_cta = 0;     // k stages one CTA streams: K / bk / split-K
   Occupancy occupancy;
 

@@ -91,9 +91,10 @@ json case_json(const CaseRecord& rec) {
   if (!rec.error.empty()) j["error"] = rec.error;
   if (!rec.result) return j;
   const CaseResult& r = *rec.result;
-  j["launch"] = {{"grid", {r.launch.grid[0], r.launch.grid[1], r.launch.grid[2]}},
-                 {"block_threads", r.launch.block_threads},
-                 {"dynamic_shared_bytes", r.launch.dynamic_shared_bytes}};
+  // grid: column tiles, row tiles (the most the routing can need), K splits.
+  j["launch"] = {{"grid", {r.tiles.columns, r.tiles.rows, r.tiles.splits}},
+                 {"block_threads", r.block_threads},
+                 {"dynamic_shared_bytes", r.dynamic_shared_bytes}};
   j["expected_tiles"] = r.expected_tiles;
   j["ctas"] = r.ctas;
   j["occupancy"] = {{"ctas_per_sm", r.occupancy.ctas_per_sm},

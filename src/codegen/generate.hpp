@@ -11,13 +11,12 @@
 #include <vector>
 
 #include "codegen/template_set.hpp"
+#include "kernels/kernel_def.hpp"
 #include "spec/kernel_spec.hpp"
 #include "support/hash.hpp"
 #include "support/status.hpp"
 
 namespace moejit::codegen {
-
-struct KernelRecipe;
 
 struct GeneratedKernel {
   std::string entry;                // template entry, e.g. "moe/align.cuh"
@@ -33,10 +32,9 @@ struct GeneratedKernel {
 // Validates the spec (generic and template constraints) and generates its translation unit.
 Result<GeneratedKernel> generate_kernel(const KernelSpec& spec, const TemplateSet& templates);
 
-// The translation unit of `recipe` for `spec`, with the recipe's own check but not
+// The translation unit of `def` for `spec`, with the definition's own check but not
 // validate_spec: for kernels that are not an op of the library (the host executor's tests).
-Result<GeneratedKernel> generate_from_recipe(const KernelSpec& spec, const KernelRecipe& recipe,
-                                             const TemplateSet& templates);
+Result<GeneratedKernel> generate_from_def(const KernelSpec& spec, const KernelDef& def, const TemplateSet& templates);
 
 // A readable, file-name-safe name for a spec: "moe_align-e512-bm64-w32-sm_90a".
 std::string spec_slug(const KernelSpec& spec);

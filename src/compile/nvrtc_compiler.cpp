@@ -4,6 +4,8 @@
 #include <chrono>
 #include <memory>
 
+#include <fmt/ranges.h>
+
 #include "compile/ptxas_report.hpp"
 #include "compile/source_dump.hpp"
 #include "spec/arch.hpp"
@@ -44,10 +46,18 @@ Result<std::unique_ptr<NvrtcCompiler>> NvrtcCompiler::create(NvrtcOptions option
   return std::unique_ptr<NvrtcCompiler>(new NvrtcCompiler(library, options));
 }
 
+NvrtcCommandLine NvrtcCompiler::command_line(const KernelSpec& spec) const {
+  NvrtcCommandLine c;
+  c.binary = {"-std=c++17", "-default-device", fmt::format("-arch={}", to_string(spec.arch))};
+  if (options_.lineinfo) c.binary.emplace_back("-lineinfo");
+  c.other = {"-Xptxas=-v"};  // the register / spill / shared memory report (compile/ptxas_report)
+  if (options_.use_pch) c.other.emplace_back("-pch");
+  if (library_->supports_no_cache()) c.other.emplace_back("-no-cache");
+  return c;
+}
+
 std::string NvrtcCompiler::key_flags(const KernelSpec& spec) const {
-  std::string flags = fmt::format("-std=c++17 -default-device -arch={}", to_string(spec.arch));
-  if (options_.lineinfo) flags += " -lineinfo";
-  return flags;
+  return fmt::format("{}", fmt::join(command_line(spec).binary, " "));
 }
 
 Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& kernel,
@@ -75,12 +85,10 @@ Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& ke
   ProgramPtr prog(raw, ProgramDeleter{&api});
   api.AddNameExpression(prog.get(), kernel.name_expression.c_str());
 
-  std::string arch_flag = fmt::format("-arch={}", arch.name);
-  std::vector<const char*> opts = {"-std=c++17", "-default-device", arch_flag.c_str(),
-                                   "-Xptxas=-v"};
-  if (options_.lineinfo) opts.push_back("-lineinfo");
-  if (options_.use_pch) opts.push_back("-pch");
-  if (library_->supports_no_cache()) opts.push_back("-no-cache");
+  const NvrtcCommandLine command = command_line(spec);
+  std::vector<const char*> opts;
+  for (const auto* list : {&command.binary, &command.other})
+    for (const auto& o : *list) opts.push_back(o.c_str());
 
   r = api.CompileProgram(prog.get(), static_cast<int>(opts.size()), opts.data());
   CompiledKernel out;

@@ -6,6 +6,9 @@
 #include "compile/compiler.hpp"
 #include "compile/nvrtc_library.hpp"
 
+#include <string>
+#include <vector>
+
 namespace moejit {
 
 struct NvrtcOptions {
@@ -18,6 +21,14 @@ struct NvrtcOptions {
   bool lineinfo = false;
 };
 
+// The options one compile passes to NVRTC, in two lists: those that change the CUBIN (which are
+// also the key's flags, so the key can never miss one) and those that do not (the resource
+// report, precompiled headers, NVRTC's own cache).
+struct NvrtcCommandLine {
+  std::vector<std::string> binary;
+  std::vector<std::string> other;
+};
+
 class NvrtcCompiler final : public KernelCompiler {
  public:
   // Options from the environment (MOEJIT_NVRTC_PCH, MOEJIT_LINEINFO).
@@ -26,7 +37,9 @@ class NvrtcCompiler final : public KernelCompiler {
   static Result<std::unique_ptr<NvrtcCompiler>> create(NvrtcOptions options);
 
   const std::string& identity() const override { return library_->identity(); }
+  // The binary options, space-separated.
   std::string key_flags(const KernelSpec& spec) const override;
+  NvrtcCommandLine command_line(const KernelSpec& spec) const;
   Result<CompiledKernel> compile(const codegen::GeneratedKernel& kernel,
                                  const codegen::TemplateSet& templates,
                                  const KernelSpec& spec) const override;

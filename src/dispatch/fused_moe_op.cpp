@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "dispatch/grouped_gemm_launch.hpp"
 #include "dispatch/tile_configs.hpp"
-#include "moe/align_params.cuh"
+#include "kernels/grouped_gemm.hpp"
+#include "kernels/moe_align.hpp"
+#include "kernels/moe_reduce.hpp"
 #include "moe/reduce_params.cuh"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
@@ -15,7 +16,6 @@ namespace moejit::dispatch {
 namespace {
 
 constexpr std::uint64_t kAlign = 256;  // every workspace region starts 256-byte aligned
-constexpr std::uint32_t kReduceWarps = 4;
 
 std::uint64_t round_up(std::uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 std::uint64_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
@@ -59,14 +59,14 @@ struct SplitRegion {
 };
 
 SplitRegion split_region(const KernelSpec& up, const KernelSpec& down, std::int32_t pairs) {
-  const LaunchShape up_shape = grouped_gemm_launch_shape(up, pairs), down_shape = grouped_gemm_launch_shape(down, pairs);
+  const GemmTiles up_tiles = grouped_gemm_tiles(up, pairs), down_tiles = grouped_gemm_tiles(down, pairs);
   SplitRegion s;
-  s.up_counters = grouped_gemm_counter_count(up, up_shape);
-  s.down_counters = grouped_gemm_counter_count(down, down_shape);
+  s.up_counters = grouped_gemm_counter_count(up, up_tiles);
+  s.down_counters = grouped_gemm_counter_count(down, down_tiles);
   s.counters = 0;
   s.up_partials = round_up((s.up_counters + s.down_counters) * 4);
-  s.down_partials = s.up_partials + round_up(grouped_gemm_workspace_bytes(up, up_shape));
-  s.bytes = s.down_partials + round_up(grouped_gemm_workspace_bytes(down, down_shape));
+  s.down_partials = s.up_partials + round_up(grouped_gemm_partial_bytes(up, up_tiles));
+  s.bytes = s.down_partials + round_up(grouped_gemm_partial_bytes(down, down_tiles));
   return s;
 }
 
@@ -125,13 +125,6 @@ Status check_data(const FusedMoeRequest& r) {
   if (r.expert_map != nullptr && reinterpret_cast<std::uintptr_t>(r.expert_map) % 4 != 0)
     return error(Code::invalid_argument, "argument 'expert_map': expected 4-byte alignment");
   return {};
-}
-
-// Warps for the align kernel: as many as fit its shared memory, at most 16.
-std::uint16_t align_warps(std::uint32_t experts, Arch arch) {
-  for (std::uint16_t w = 16; w > 1; w /= 2)
-    if (align_shared_bytes(experts, w) <= arch_info(arch).max_shared_per_block) return w;
-  return 1;
 }
 
 // Expert ids outside [0, experts) would be dropped by the align kernel without a word, and a map
@@ -238,7 +231,7 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   s.align.backend = backend;
   s.align.experts = r.w13.experts;  // buckets are local experts (see moe/align_params.cuh)
   s.align.bm = bm;
-  s.align.warps = align_warps(r.w13.experts, arch);
+  s.align.warps = moe_align_warps(r.w13.experts, arch);
 
   const LayerGemms gemms = layer_gemms(r, bm, {}, nullptr, nullptr);
   MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend, sms));
@@ -250,7 +243,7 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   s.reduce.act = r.act;
   s.reduce.out = r.out;
   s.reduce.n = r.w13.k;
-  s.reduce.warps = kReduceWarps;
+  s.reduce.warps = kMoeReduceWarps;
   return s;
 }
 
@@ -304,10 +297,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   align.global_experts = static_cast<i32>(global_experts(r));
   align.clear_words = counters;
   align.clear_count = static_cast<i32>(split.up_counters + split.down_counters);
-  LaunchDims align_dims;
-  align_dims.block[0] = specs.align.warps * 32u;
-  align_dims.dynamic_shared_bytes = static_cast<std::uint32_t>(align_shared_bytes(specs.align.experts, specs.align.warps));
-  MOEJIT_TRY(run_kernel(ctx, specs.align, align_dims, &align, sizeof align, stream,
+  MOEJIT_TRY(run_kernel(ctx, specs.align, moe_align_grid(), &align, sizeof align, stream,
                         Decision{"fused_moe align", numel, rows_per_expert}));
 
   // 2-3. Gate/up projection with the activation, then the down projection with the weights.
@@ -333,12 +323,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   reduce.topk = static_cast<i32>(r.topk);
   reduce.experts = static_cast<i32>(global_experts(r));
   reduce.local_experts = static_cast<i32>(r.w13.experts);
-  LaunchDims reduce_dims;
-  const std::uint32_t per_block = kReduceWarps * 32u * kReduceVector;
-  reduce_dims.grid[0] = static_cast<std::uint32_t>(r.tokens);
-  reduce_dims.grid[1] = (hidden + per_block - 1) / per_block;
-  reduce_dims.block[0] = kReduceWarps * 32u;
-  return run_kernel(ctx, specs.reduce, reduce_dims, &reduce, sizeof reduce, stream,
+  return run_kernel(ctx, specs.reduce, moe_reduce_grid(specs.reduce, r.tokens), &reduce, sizeof reduce, stream,
                     Decision{"fused_moe reduce", r.tokens, rows_per_expert});
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dispatch/grouped_gemm_launch.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "spec/spec_fields.hpp"
 
@@ -96,8 +95,8 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
 Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch arch, Backend backend,
                                              std::uint32_t sms) {
   MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, arch, backend, sms));
-  const LaunchShape shape = grouped_gemm_launch_shape(spec, r.params.m);
-  return grouped_gemm_workspace_bytes(spec, shape) + grouped_gemm_counter_count(spec, shape) * sizeof(std::uint32_t);
+  const GemmTiles tiles = grouped_gemm_tiles(spec, r.params.m);
+  return grouped_gemm_partial_bytes(spec, tiles) + grouped_gemm_counter_count(spec, tiles) * sizeof(std::uint32_t);
 }
 
 Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch, Backend backend,
@@ -113,9 +112,9 @@ Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch
                          : nullptr;
   p.b_zeros = static_cast<const u8*>(r.weights.zeros);
   p.bias = r.weights.bias;
-  const LaunchShape shape = grouped_gemm_launch_shape(g.spec, p.m);
-  const std::uint64_t partial_bytes = grouped_gemm_workspace_bytes(g.spec, shape);
-  const std::uint64_t counter_bytes = grouped_gemm_counter_count(g.spec, shape) * sizeof(std::uint32_t);
+  const GemmTiles tiles = grouped_gemm_tiles(g.spec, p.m);
+  const std::uint64_t partial_bytes = grouped_gemm_partial_bytes(g.spec, tiles);
+  const std::uint64_t counter_bytes = grouped_gemm_counter_count(g.spec, tiles) * sizeof(std::uint32_t);
   const std::uint64_t need = partial_bytes + (r.counters != nullptr ? 0 : counter_bytes);
   if (r.workspace_bytes < need)
     return error(Code::invalid_argument, "argument 'workspace_bytes' = {}: this problem needs {}", r.workspace_bytes, need);
@@ -126,15 +125,15 @@ Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch
                           : reinterpret_cast<u32*>(static_cast<unsigned char*>(r.workspace) + partial_bytes);
   }
   MOEJIT_TRY(check_grouped_gemm_params(g.spec, p));
-  MOEJIT_ASSIGN_OR_RETURN(g.dims, grouped_gemm_launch_dims(shape));
+  MOEJIT_ASSIGN_OR_RETURN(g.grid, grouped_gemm_grid(tiles));
   return g;
 }
 
 Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* stream) {
   MOEJIT_ASSIGN_OR_RETURN(PreparedGemm g, prepare_grouped_gemm(r, ctx.launcher.arch(), ctx.launcher.backend(),
                                                                ctx.launcher.sm_count()));
-  if (g.dims.grid[0] == 0) return {};  // no rows
-  return run_kernel(ctx, g.spec, g.dims, &g.params, sizeof g.params, stream,
+  if (g.grid.empty()) return {};  // no rows
+  return run_kernel(ctx, g.spec, g.grid, &g.params, sizeof g.params, stream,
                     Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(std::lround(gemm_work(r).rows_per_expert))});
 }
 

@@ -6,7 +6,7 @@
 
 #include "dispatch/op_context.hpp"
 #include "dispatch/tile_configs.hpp"
-#include "gemm/grouped_gemm_params.cuh"
+#include "kernels/grouped_gemm.hpp"
 #include "spec/kernel_spec.hpp"
 
 namespace moejit::dispatch {
@@ -58,12 +58,12 @@ Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& request, 
                                              std::uint32_t sms);
 
 // A request made ready to launch: its kernel spec, the kernel's parameters (weights and
-// workspace filled in and checked) and the launch (grouped_gemm_launch_dims). `dims.grid[0]` is 0
-// when there are no rows (nothing to launch).
+// workspace filled in and checked) and its grid (grouped_gemm_grid), empty when there are no
+// rows (nothing to launch).
 struct PreparedGemm {
   KernelSpec spec{};
   GroupedGemmParams params{};
-  LaunchDims dims;
+  LaunchGrid grid;
 };
 Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& request, Arch arch, Backend backend,
                                           std::uint32_t sms);

@@ -24,12 +24,12 @@ bool programmatic_launch_enabled() {
 
 }  // namespace
 
-Status run_kernel(OpContext& ctx, const KernelSpec& spec, const LaunchDims& dims, const void* params,
+Status run_kernel(OpContext& ctx, const KernelSpec& spec, const LaunchGrid& grid, const void* params,
                   std::size_t params_bytes, void* stream, const Decision& why) {
   auto resolved = ctx.resolver.resolve(spec);
   if (!resolved.ok()) return resolved.status();
   ctx.observer.used(spec, why);
-  LaunchDims d = dims;
+  LaunchDims d = launch_dims(*resolved->kernel, grid);
   d.programmatic_dependent_launch = programmatic_launch_enabled();
   MOEJIT_TRY(ctx.launcher.launch(*resolved->kernel, d, params, params_bytes, stream));
   ctx.launches.fetch_add(1, std::memory_order_relaxed);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dispatch/spec_observer.hpp"
+#include "kernels/launch_grid.hpp"
 #include "runtime/kernel_resolver.hpp"
 #include "runtime/launcher.hpp"
 
@@ -19,8 +20,9 @@ struct OpContext {
   std::atomic<std::uint64_t>& launches;
 };
 
-// Resolves `spec`, records its use and launches it. No allocation once the spec is loaded.
-Status run_kernel(OpContext& ctx, const KernelSpec& spec, const LaunchDims& dims, const void* params,
+// Resolves `spec`, records its use and launches it over `grid` (block size and shared memory
+// from the resolved kernel). No allocation once the spec is loaded.
+Status run_kernel(OpContext& ctx, const KernelSpec& spec, const LaunchGrid& grid, const void* params,
                   std::size_t params_bytes, void* stream, const Decision& why);
 
 }  // namespace moejit::dispatch

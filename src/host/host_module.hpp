@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/kernel_resolver.hpp"
+#include "runtime/resolved_kernel.hpp"
 
 namespace moejit::host {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "common/host_runtime.cuh"
-#include "runtime/kernel_resolver.hpp"
+#include "runtime/resolved_kernel.hpp"
 
 namespace moejit {
 

@@ -15,6 +15,7 @@
 #include "codegen/template_set.hpp"
 #include "compile/compile_pool.hpp"
 #include "compile/compiler.hpp"
+#include "runtime/resolved_kernel.hpp"
 #include "spec/key.hpp"
 #include "spec/kernel_spec.hpp"
 
@@ -22,14 +23,6 @@ namespace moejit {
 
 enum class KernelSource { memory, disk, compiled };
 std::string_view to_string(KernelSource source);
-
-// A kernel ready to load: the binary and what a launch needs to know about it.
-struct ResolvedKernel {
-  KernelSpec spec;
-  Hash128 key;
-  store::EntryMeta meta;  // symbol, resources, block threads, dynamic shared memory
-  std::string binary;     // CUBIN or shared object
-};
 
 struct Resolution {
   const ResolvedKernel* kernel = nullptr;  // owned by the resolver, valid for its lifetime

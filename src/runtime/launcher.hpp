@@ -9,26 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/kernel_resolver.hpp"
+#include "runtime/resolved_kernel.hpp"
 #include "spec/kernel_spec.hpp"
 #include "support/status.hpp"
 
 namespace moejit {
-
-struct LaunchDims {
-  std::uint32_t grid[3] = {1, 1, 1};
-  std::uint32_t block[3] = {1, 1, 1};
-  std::uint32_t dynamic_shared_bytes = 0;
-  // Programmatic dependent launch: the kernel may start before the previous kernel in the stream
-  // has finished (templates/common/grid_dependency.cuh). Set it only for kernels that call
-  // prim::grid_dependency_wait() before reading anything an earlier kernel wrote and before
-  // writing anything an earlier kernel may still read, on every path (otherwise the kernel reads
-  // stale data or breaks the ordering of the kernels after it). Honoured on devices of compute
-  // capability 9.0 and newer (the launch attribute PROGRAMMATIC_STREAM_SERIALIZATION); ignored
-  // on older devices and by the host backend, where launches are serialized as usual, which is
-  // always correct for such a kernel.
-  bool programmatic_dependent_launch = false;
-};
 
 class Launcher {
  public:

@@ -47,16 +47,16 @@ struct GemmShape {
   static constexpr u32 kMTiles = WM / 16, kN8 = WN / 8, kN32 = WN / 32, kK32 = BK / 32;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
   static constexpr u32 kKStages = K / BK;  // stages of the whole K; a split takes a run of them
-  static constexpr bool kAsym = Spec::weight == gemm_enum::int4_asym;
-  static constexpr bool kMxfp4 = Spec::weight == gemm_enum::mxfp4;
-  static constexpr u32 kScaleBytes = Spec::scale == gemm_enum::e8m0 ? 1 : 2;
+  static constexpr bool kAsym = Spec::weight == kernel_enum::int4_asym;
+  static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
+  static constexpr u32 kScaleBytes = Spec::scale == kernel_enum::e8m0 ? 1 : 2;
   static constexpr u32 kScaleRows = gemm_scale_rows(BK, G);
   static constexpr u32 kABytes = BM * BK * 2, kBBytes = BN * BK / 2;
   static constexpr u32 kSBytes = kScaleRows * BN * kScaleBytes, kZBytes = kAsym ? kScaleRows * BN : 0;
   static constexpr u32 kStageBytes = kABytes + kBBytes + kSBytes + kZBytes;
   static constexpr bool kActAndMul =
-      Spec::epilogue == gemm_enum::silu_and_mul || Spec::epilogue == gemm_enum::swiglu_oai;
-  static constexpr gemm::Half kHalf = Spec::act == gemm_enum::bf16 ? gemm::Half::bf16 : gemm::Half::f16;
+      Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
+  static constexpr gemm::Half kHalf = Spec::act == kernel_enum::bf16 ? gemm::Half::bf16 : gemm::Half::f16;
   static constexpr bool kPartialN = N % BN != 0;  // the last column block has strips past N
 
   // Copies per stage in 16-byte chunks, and per thread.
@@ -85,7 +85,7 @@ MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
 
 template <class Spec>
 MOEJIT_DEVICE float activate(float gate, float up) {
-  if constexpr (Spec::epilogue == gemm_enum::silu_and_mul) return gate * prim::sigmoid(gate) * up;
+  if constexpr (Spec::epilogue == kernel_enum::silu_and_mul) return gate * prim::sigmoid(gate) * up;
   // gpt-oss clamped SwiGLU: alpha 1.702, limit 7.
   const float g = min_of(gate, 7.0f), u = max_of(-7.0f, min_of(up, 7.0f));
   return g * prim::sigmoid(1.702f * g) * (u + 1.0f);
@@ -94,12 +94,12 @@ MOEJIT_DEVICE float activate(float gate, float up) {
 // Two adjacent output elements of row `row`, columns `col` and `col + 1`.
 template <class Spec>
 MOEJIT_DEVICE void store_pair(const GroupedGemmParams& p, i64 row, u32 col, float v0, float v1) {
-  if constexpr (Spec::out == gemm_enum::f32) {
+  if constexpr (Spec::out == kernel_enum::f32) {
     float* c = static_cast<float*>(p.c) + row * p.ldc + col;
     c[0] = v0;
     c[1] = v1;
   } else {
-    const u32 packed = Spec::out == gemm_enum::bf16 ? prim::pack_bf16x2(v0, v1) : prim::pack_f16x2(v0, v1);
+    const u32 packed = Spec::out == kernel_enum::bf16 ? prim::pack_bf16x2(v0, v1) : prim::pack_f16x2(v0, v1);
     *reinterpret_cast<u32*>(static_cast<u16*>(p.c) + row * p.ldc + col) = packed;
   }
 }
@@ -113,7 +113,7 @@ MOEJIT_DEVICE void mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2], cons
 // f32 values of two 16-bit scales packed in a word (low half first).
 template <class Spec>
 MOEJIT_DEVICE void unpack_scale_pair(u32 bits, float& lo, float& hi) {
-  if constexpr (Spec::scale == gemm_enum::bf16) {
+  if constexpr (Spec::scale == kernel_enum::bf16) {
     lo = prim::twin::f32_from_bits(bits << 16);
     hi = prim::twin::f32_from_bits(bits & 0xffff0000u);
   } else {
@@ -456,7 +456,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           store_pair<Spec>(p, row, act_and_mul_output_of_column(col), activate<Spec>(v0, u0),
                            activate<Spec>(v1, u1));
         } else {
-          if constexpr (Spec::epilogue == gemm_enum::topk_weight) {
+          if constexpr (Spec::epilogue == kernel_enum::topk_weight) {
             const float w = p.topk_weights[row];
             v0 *= w;
             v1 *= w;
@@ -480,7 +480,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   // complete before the kernel ahead began (weights_before_dependency): then the routing is
   // read at once, at GPU scope (no stale L1 line), the weights are requested, and run_tile
   // waits before the activations. A block that exits early has read nothing still being written.
-  const bool dependency_pending = Spec::layout == gemm_enum::indexed && p.weights_before_dependency != 0;
+  const bool dependency_pending = Spec::layout == kernel_enum::indexed && p.weights_before_dependency != 0;
   if (!dependency_pending) grid_dependency_wait();
   auto routing = [&](const i32* q) -> i32 {
     return dependency_pending ? static_cast<i32>(load_acquire(reinterpret_cast<const u32*>(q))) : *q;
@@ -501,7 +501,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   const u32 column_tile = block_x() % kColumnTiles, row_tile = block_x() / kColumnTiles;
   TileWork work{};
   work.n0 = column_tile * S::BN;
-  if constexpr (Spec::layout == gemm_enum::indexed) {
+  if constexpr (Spec::layout == kernel_enum::indexed) {
     const u32 tile = row_tile;
     if (static_cast<i64>(tile) * BM >= routing(p.num_tokens_post_pad)) return;
     work.expert = routing(p.expert_ids + tile);
@@ -513,7 +513,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       a_offset[r] = valid ? static_cast<i64>(id / p.a_row_divisor) * p.lda : -1;
       c_row[r] = valid ? id : -1;
     }
-  } else if constexpr (Spec::layout == gemm_enum::contiguous) {
+  } else if constexpr (Spec::layout == kernel_enum::contiguous) {
     // Row tile y is the y-th BM-row tile counting experts in order; every warp finds it.
     const u32 tile = row_tile;
     u32 before = 0;  // tiles of the experts already passed

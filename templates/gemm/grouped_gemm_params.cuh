@@ -4,6 +4,7 @@
 // dispatch, reference) and by tests, so all of them agree on layout by construction.
 // The contract in words is templates/README.md; this header is its executable form.
 
+#include "common/kernel_enums.cuh"
 #include "common/types.cuh"
 
 namespace moejit {
@@ -103,15 +104,6 @@ constexpr u32 act_and_mul_half_of_column(u32 c) { return (c % 16) / 8; }
 constexpr u32 act_and_mul_column_of(u32 j, u32 half) {
   return 32 * (j / 16) + 16 * ((j % 16) / 8) + 8 * half + j % 8;
 }
-
-// ---- Compile-time choices, numbered as the host's KernelSpec enums (src/spec/kernel_spec.hpp;
-// the grouped-GEMM recipe checks that they agree) ----------------------------------------------
-namespace gemm_enum {
-inline constexpr int mxfp4 = 1, int4_sym = 2, int4_asym = 3;                   // weight
-inline constexpr int bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5;            // dtypes
-inline constexpr int indexed = 1, contiguous = 2, masked = 3;                   // layout
-inline constexpr int none = 0, silu_and_mul = 1, swiglu_oai = 2, topk_weight = 3;  // epilogue
-}  // namespace gemm_enum
 
 // Shared memory of one pipeline stage and of the whole kernel, in bytes. The stage holds the A
 // tile (bm x bk, 16-bit), the packed B tiles (bn x bk / 2), the scale rows the stage's k range

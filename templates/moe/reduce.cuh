@@ -17,7 +17,7 @@ namespace moejit::kernels {
 template <int kDType>
 MOEJIT_DEVICE void load8(const void* row, u32 col, float (&v)[8]) {
   using namespace moejit::prim;
-  if constexpr (kDType == gemm_enum::f32) {
+  if constexpr (kDType == kernel_enum::f32) {
     const float* p = static_cast<const float*>(row) + col;
     const u32x4 a = ld_global_stream_v4(p), b = ld_global_stream_v4(p + 4);
     const u32 w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
@@ -27,8 +27,8 @@ MOEJIT_DEVICE void load8(const void* row, u32 col, float (&v)[8]) {
     const u32 w[4] = {a.x, a.y, a.z, a.w};
     for (u32 i = 0; i < 4; ++i) {
       const u16 lo = static_cast<u16>(w[i]), hi = static_cast<u16>(w[i] >> 16);
-      v[2 * i] = kDType == gemm_enum::bf16 ? bf16_to_f32(lo) : f16_to_f32(lo);
-      v[2 * i + 1] = kDType == gemm_enum::bf16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+      v[2 * i] = kDType == kernel_enum::bf16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+      v[2 * i + 1] = kDType == kernel_enum::bf16 ? bf16_to_f32(hi) : f16_to_f32(hi);
     }
   }
 }
@@ -36,14 +36,14 @@ MOEJIT_DEVICE void load8(const void* row, u32 col, float (&v)[8]) {
 template <int kDType>
 MOEJIT_DEVICE void store8(void* row, u32 col, const float (&v)[8]) {
   using namespace moejit::prim;
-  if constexpr (kDType == gemm_enum::f32) {
+  if constexpr (kDType == kernel_enum::f32) {
     float* p = static_cast<float*>(row) + col;
     st_global_v4(p, u32x4{twin::f32_bits(v[0]), twin::f32_bits(v[1]), twin::f32_bits(v[2]), twin::f32_bits(v[3])});
     st_global_v4(p + 4, u32x4{twin::f32_bits(v[4]), twin::f32_bits(v[5]), twin::f32_bits(v[6]), twin::f32_bits(v[7])});
   } else {
     u32 w[4];
     for (u32 i = 0; i < 4; ++i)
-      w[i] = kDType == gemm_enum::bf16 ? pack_bf16x2(v[2 * i], v[2 * i + 1]) : pack_f16x2(v[2 * i], v[2 * i + 1]);
+      w[i] = kDType == kernel_enum::bf16 ? pack_bf16x2(v[2 * i], v[2 * i + 1]) : pack_f16x2(v[2 * i], v[2 * i + 1]);
     st_global_v4(static_cast<u16*>(row) + col, u32x4{w[0], w[1], w[2], w[3]});
   }
 }
@@ -58,8 +58,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) moe_reduce_kernel(MoeR
   const u32 token = block_x();
   const u32 col = (block_y() * kThreads + thread_x()) * kReduceVector;
   if (static_cast<i32>(token) >= p.tokens || col >= Spec::n) return;
-  constexpr u32 kPairBytes = Spec::act == gemm_enum::f32 ? 4 : 2;
-  constexpr u32 kOutBytes = Spec::out == gemm_enum::f32 ? 4 : 2;
+  constexpr u32 kPairBytes = Spec::act == kernel_enum::f32 ? 4 : 2;
+  constexpr u32 kOutBytes = Spec::out == kernel_enum::f32 ? 4 : 2;
   float sum[8] = {};
   for (i32 k = 0; k < p.topk; ++k) {
     const i64 pair = static_cast<i64>(token) * p.topk + k;

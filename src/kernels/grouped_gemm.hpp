@@ -1,0 +1,37 @@
+#pragma once
+// The grouped GEMM kernel (templates/gemm/grouped_gemm.cuh): its definition (fields, template
+// constraints, constants, block size, shared memory), the tiles and grid of a launch, the
+// split-K workspace it needs, and the checks of its run-time arguments. The choice of tile for a
+// problem is dispatch policy (dispatch/tile_configs, dispatch/grouped_gemm_op).
+
+#include <cstdint>
+
+#include "gemm/grouped_gemm_params.cuh"
+#include "kernels/kernel_def.hpp"
+#include "kernels/launch_grid.hpp"
+
+namespace moejit {
+
+extern const KernelDef kGroupedGemmKernel;
+
+// The output tiles of a launch for the run-time row count `m` (GroupedGemmParams::m): column
+// tiles, row tiles (the most the layout can need for m rows; 0 when m = 0) and K splits.
+struct GemmTiles {
+  std::uint32_t columns = 0, rows = 0, splits = 0;
+};
+GemmTiles grouped_gemm_tiles(const KernelSpec& spec, std::int32_t m);
+
+// The grid of `tiles`: x = column tiles x row tiles (column tiles fastest, as the kernel decodes
+// blockIdx.x), z = splits; an error past the 2^31 - 1 blocks a grid dimension holds.
+Result<LaunchGrid> grouped_gemm_grid(const GemmTiles& tiles);
+
+// Split-K partial sums (one f32 tile per output tile) and counters (one u32 per output tile) a
+// launch needs; 0 when split_k == 1.
+std::uint64_t grouped_gemm_counter_count(const KernelSpec& spec, const GemmTiles& tiles);
+std::uint64_t grouped_gemm_partial_bytes(const KernelSpec& spec, const GemmTiles& tiles);
+
+// Every pointer the spec's layout, format and epilogue need is present and aligned, strides
+// fit, M is in range. The message names the argument and what was expected.
+Status check_grouped_gemm_params(const KernelSpec& spec, const GroupedGemmParams& p);
+
+}  // namespace moejit
