@@ -40,7 +40,7 @@ TEST_CASE("C++ wrapper: contexts, statistics, warm-up and errors as exceptions")
     FAIL("warm-up with topk > experts must throw");
   } catch (const moejit::Error& e) {
     CHECK(e.status() == MOEJIT_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(e.what()).find("topk = 9") != std::string::npos);
+    CHECK(std::string(e.what()).find("'topk' = 9") != std::string::npos);
   }
   moejit::Context moved = std::move(ctx);
   CHECK(moved.get() != nullptr);

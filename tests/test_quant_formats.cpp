@@ -158,7 +158,7 @@ TEST_CASE("weight format checks name the argument and the expectation") {
   check_error(check_weight_format(WeightFormat::int4_sym, 48, DType::bf16, 96), Code::invalid_argument,
               {"group_size = 48", "32, 64, 128 or K = 96"});
   check_error(check_weight_format(WeightFormat::int4_sym, 128, DType::bf16, 192), Code::invalid_argument,
-              {"K = 192", "group_size = 128"});
+              {"k = 192", "group_size = 128"});
   check_error(check_weight_format(WeightFormat::int4_asym, 32, DType::e8m0, 64), Code::invalid_argument,
               {"scale dtype 'e8m0'", "bf16 or f16"});
   check_error(check_weight_format(WeightFormat::none, 32, DType::bf16, 64), Code::invalid_argument,

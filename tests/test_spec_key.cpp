@@ -3,11 +3,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <set>
 
 #include "codegen/template_set.hpp"
+#include "compile/nvrtc_compiler.hpp"
 #include "compile/nvrtc_library.hpp"
 #include "spec/key.hpp"
 #include "spec/spec_fields.hpp"
@@ -184,4 +186,35 @@ TEST_CASE("KernelSpecHash and equality agree with the bytes") {
   CHECK(KernelSpecHash{}(a) == KernelSpecHash{}(b));
   CHECK_FALSE(a == c);
   CHECK(KernelSpecHash{}(a) != KernelSpecHash{}(c));
+}
+
+TEST_CASE("NVRTC keys with exactly the options that change the CUBIN") {
+  auto library = NvrtcLibrary::get();
+  if (!library.ok()) {
+    MESSAGE("skipped: NVRTC is not available here: " << library.status().message());
+    return;
+  }
+  KernelSpec s = align_spec();
+  s.arch = Arch::sm_120a;
+  for (bool lineinfo : {false, true}) {
+    CAPTURE(lineinfo);
+    NvrtcOptions o;
+    o.lineinfo = lineinfo;
+    o.use_pch = true;
+    auto compiler = NvrtcCompiler::create(o);
+    REQUIRE_MESSAGE(compiler.ok(), compiler.status().message());
+    const NvrtcCommandLine command = (*compiler)->command_line(s);
+    const std::string flags = (*compiler)->key_flags(s);
+    // Each option that changes the binary is in the key, in the order compiled.
+    std::string joined;
+    for (const auto& option : command.binary) joined += (joined.empty() ? "" : " ") + option;
+    CHECK(flags == joined);
+    CHECK(flags.find("-arch=sm_120a") != std::string::npos);
+    CHECK((flags.find("-lineinfo") != std::string::npos) == lineinfo);
+    // The report and PCH options change nothing in the CUBIN and stay out of it, so turning PCH
+    // on or off keeps every key.
+    CHECK(std::count(command.other.begin(), command.other.end(), "-Xptxas=-v") == 1);
+    CHECK(flags.find("-Xptxas") == std::string::npos);
+    CHECK(flags.find("-pch") == std::string::npos);
+  }
 }

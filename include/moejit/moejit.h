@@ -131,7 +131,8 @@ void moejit_context_options_init(moejit_context_options_t* options);
    the store (moejit_warmup). AUTO picks the device when the driver reports one, and the host
    backend (with a warning) only when there is no driver or no device: a GPU moejit has no
    target for (compute capability 7.5, say), or one that fails to open, is an error that names
-   it, because the caller's pointers would then be device memory the host backend must not read. */
+   it, because the caller's pointers would then be device memory the host backend must not read.
+   `options` may be NULL: the defaults of moejit_context_options_init. */
 moejit_status_t moejit_context_create(const moejit_context_options_t* options, moejit_context_t* context);
 moejit_status_t moejit_context_destroy(moejit_context_t context);
 

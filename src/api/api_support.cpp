@@ -13,7 +13,9 @@ const char* last_error_text() { return last_error_message.c_str(); }
 void clear_last_error() { last_error_message.clear(); }
 
 Status check_struct(const void* p, std::uint32_t struct_size, std::size_t minimum, const char* name) {
-  if (p == nullptr) return error(Code::invalid_argument, "argument '{}' is null", name);
+  if (p == nullptr)
+    return error(Code::invalid_argument, "argument '{}' is null: expected a struct initialized with its *_init function",
+                 name);
   if (struct_size < minimum)
     return error(Code::invalid_argument,
                  "argument '{}': struct_size = {}, expected at least {} (initialize it with its *_init function)",
@@ -22,7 +24,8 @@ Status check_struct(const void* p, std::uint32_t struct_size, std::size_t minimu
 }
 
 Status check_context(moejit_context_t context) {
-  if (context == nullptr) return error(Code::invalid_argument, "argument 'context' is null");
+  if (context == nullptr)
+    return error(Code::invalid_argument, "argument 'context' is null: expected a context from moejit_context_create");
   return {};
 }
 
@@ -51,12 +54,16 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
                  static_cast<int>(w->format));
   MOEJIT_ASSIGN_OR_RETURN(DType scale, dtype_of(w->scale_dtype, "scale_dtype"));
   if (w->qweight == nullptr || w->scales == nullptr)
-    return error(Code::invalid_argument, "argument '{}': qweight and scales must point to packed buffers", argument);
+    return error(Code::invalid_argument, "argument '{}->{}' is null: expected the packed buffer moejit_pack_weights filled",
+                 argument, w->qweight == nullptr ? "qweight" : "scales");
   if (w->format == MOEJIT_WEIGHT_INT4_ASYM && w->zeros == nullptr)
-    return error(Code::invalid_argument, "argument '{}->zeros' is null: int4_asym weights need zero points", argument);
+    return error(Code::invalid_argument, "argument '{}->zeros' is null: expected the packed zero points of int4_asym weights",
+                 argument);
   if (w->group_size == 0 || w->k % w->group_size != 0 || w->n % 32 != 0 || w->k % 32 != 0 || w->experts == 0)
-    return error(Code::invalid_argument, "argument '{}': E x N x K = {} x {} x {} with group {}: not a packed shape "
-                 "(N and K multiples of 32, the group dividing K)", argument, w->experts, w->n, w->k, w->group_size);
+    return error(Code::invalid_argument,
+                 "argument '{}': E x N x K = {} x {} x {} with group {}: expected a packed shape (E > 0, N and K "
+                 "multiples of 32, the group dividing K)",
+                 argument, w->experts, w->n, w->k, w->group_size);
   // The buffers must be exactly what the shape packs to: a wrong size means wrong weights.
   const std::uint64_t e = w->experts, n = w->n, k = w->k, groups = w->k / w->group_size;
   const std::uint64_t want[4] = {e * n * k / 2,

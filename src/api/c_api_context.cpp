@@ -25,7 +25,8 @@ Result<std::unique_ptr<moejit_context_s>> make_context(const moejit_context_opti
   if (o.device_ordinal < 0)
     return error(Code::invalid_argument, "argument 'options->device_ordinal' = {}: expected >= 0", o.device_ordinal);
   if (o.read_only_dir_count > 0 && o.read_only_dirs == nullptr)
-    return error(Code::invalid_argument, "argument 'options->read_only_dirs' is null but read_only_dir_count = {}",
+    return error(Code::invalid_argument,
+                 "argument 'options->read_only_dirs' is null: expected an array of read_only_dir_count = {} paths",
                  o.read_only_dir_count);
 
   if (o.log != nullptr) {
@@ -43,7 +44,7 @@ Result<std::unique_ptr<moejit_context_s>> make_context(const moejit_context_opti
   if (o.cache_dir != nullptr) ro.store.dir = o.cache_dir;
   for (std::uint32_t i = 0; i < o.read_only_dir_count; ++i) {
     if (o.read_only_dirs[i] == nullptr)
-      return error(Code::invalid_argument, "argument 'options->read_only_dirs[{}]' is null", i);
+      return error(Code::invalid_argument, "argument 'options->read_only_dirs[{}]' is null: expected a directory path", i);
     ro.store.read_only.emplace_back(o.read_only_dirs[i]);
   }
   if (o.compile_threads > 0) ro.compile_threads = o.compile_threads;
@@ -93,7 +94,8 @@ void moejit_context_options_init(moejit_context_options_t* options) {
 
 moejit_status_t moejit_context_create(const moejit_context_options_t* options, moejit_context_t* context) {
   return api::guarded([&]() -> Status {
-    if (context == nullptr) return error(Code::invalid_argument, "argument 'context' is null");
+    if (context == nullptr)
+      return error(Code::invalid_argument, "argument 'context' is null: expected where to store the new context");
     *context = nullptr;
     moejit_context_options_t o;
     moejit_context_options_init(&o);

@@ -46,7 +46,7 @@ moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const 
                                                 uint64_t* bytes) {
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
-    if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null");
+    if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null: expected where to store the size");
     MOEJIT_ASSIGN_OR_RETURN(dispatch::FusedMoeRequest r, fused_request(args));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::fused_moe_workspace(r, launcher->arch(), launcher->sm_count()));

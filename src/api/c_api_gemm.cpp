@@ -1,6 +1,7 @@
 // C ABI: the grouped GEMM.
 
 #include "api/api_support.hpp"
+#include "spec/spec_fields.hpp"
 
 using namespace moejit;
 
@@ -12,6 +13,13 @@ Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args
   MOEJIT_ASSIGN_OR_RETURN(r.weights, api::packed_view(a->weights, "args->weights"));
   MOEJIT_ASSIGN_OR_RETURN(r.act, api::dtype_of(a->act_dtype, "args->act_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(r.out, api::dtype_of(a->out_dtype, "args->out_dtype"));
+  if (r.act == DType::e4m3)
+    return error(Code::unsupported, "argument 'args->act_dtype' = e4m3: FP8 activations are not implemented yet; expected "
+                 "BF16 or F16");
+  if (r.act != DType::bf16 && r.act != DType::f16)
+    return error(Code::invalid_argument, "argument 'args->act_dtype' = {}: expected BF16 or F16", to_string(r.act));
+  if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
+    return error(Code::invalid_argument, "argument 'args->out_dtype' = {}: expected BF16, F16 or F32", to_string(r.out));
   MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));
   MOEJIT_ASSIGN_OR_RETURN(r.epilogue, api::epilogue_of(a->epilogue, "args->epilogue"));
   if (a->block_size < 0) return error(Code::invalid_argument, "argument 'args->block_size' = {}: expected >= 0", a->block_size);
@@ -53,7 +61,7 @@ moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context, con
                                                    uint64_t* bytes) {
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
-    if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null");
+    if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null: expected where to store the size");
     MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::grouped_gemm_workspace(r, launcher->arch(), launcher->backend(), launcher->sm_count()));

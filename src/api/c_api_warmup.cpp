@@ -38,7 +38,10 @@ Result<dispatch::ModelDesc> model_of(const moejit_model_desc_t* m) {
 Result<std::vector<Arch>> archs_of(moejit_context_t context, const char* const* archs, std::uint32_t count) {
   std::vector<Arch> out;
   for (std::uint32_t i = 0; i < count; ++i) {
-    if (archs == nullptr || archs[i] == nullptr) return error(Code::invalid_argument, "argument 'archs[{}]' is null", i);
+    if (archs == nullptr)
+      return error(Code::invalid_argument, "argument 'archs' is null: expected an array of arch_count = {} names", count);
+    if (archs[i] == nullptr)
+      return error(Code::invalid_argument, "argument 'archs[{}]' is null: expected a target name such as sm_90a", i);
     auto a = parse_arch(archs[i]);
     if (!a) return error(Code::invalid_argument, "argument 'archs[{}]' = '{}': expected sm_80 ... sm_121a", i, archs[i]);
     // A plain name means the GPUs of that compute capability, which run the `a` form.

@@ -58,7 +58,7 @@ moejit_status_t moejit_packed_weights_size(moejit_context_t context, const moeji
                                            moejit_packed_sizes_t* sizes) {
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
-    if (sizes == nullptr) return error(Code::invalid_argument, "argument 'sizes' is null");
+    if (sizes == nullptr) return error(Code::invalid_argument, "argument 'sizes' is null: expected where to store the sizes");
     MOEJIT_ASSIGN_OR_RETURN(dispatch::WeightSourceDesc w, source_desc(desc));
     MOEJIT_ASSIGN_OR_RETURN(dispatch::PackedSizes s, dispatch::packed_sizes(w));
     *sizes = {s.qweight, s.scales, s.zeros, s.bias};

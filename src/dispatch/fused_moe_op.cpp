@@ -106,7 +106,7 @@ Status check_data(const FusedMoeRequest& r) {
   // Without a map, topk_ids index the weights directly: a wider range would read past them.
   if (r.expert_map == nullptr && global_experts(r) != r.w13.experts)
     return error(Code::invalid_argument,
-                 "argument 'global_experts' = {}: without an expert_map it must equal the {} local experts (topk_ids "
+                 "argument 'global_experts' = {}: expected the {} local experts when expert_map is NULL (topk_ids then "
                  "index the weights); give an expert_map for expert parallelism",
                  global_experts(r), r.w13.experts);
   // 16-byte rows for the vector loads and stores; 4-byte routing arrays.
@@ -118,7 +118,7 @@ Status check_data(const FusedMoeRequest& r) {
                   {r.topk_weights, "topk_weights", 4}, {r.workspace, "workspace", 256}};
   for (const auto& [p, name, alignment] : pointers) {
     if (p == nullptr && std::string_view(name) != "workspace")
-      return error(Code::invalid_argument, "argument '{}' is null", name);
+      return error(Code::invalid_argument, "argument '{}' is null: expected a pointer to the call's data", name);
     if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0)
       return error(Code::invalid_argument, "argument '{}' = {}: expected {}-byte alignment", name, p, alignment);
   }
@@ -272,8 +272,8 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   const SplitRegion split = split_region(specs.up, specs.down, numel);
   if (r.workspace == nullptr || r.workspace_bytes < l.split + split.bytes)
     return error(Code::invalid_argument,
-                 "argument 'workspace_bytes' = {}: this layer needs {} at {} tokens (workspace {}); size it with "
-                 "moejit_fused_moe_workspace_size for max_tokens",
+                 "argument 'workspace_bytes' = {}: expected at least {} for this layer at {} tokens (workspace {}); "
+                 "size it with moejit_fused_moe_workspace_size for max_tokens",
                  r.workspace_bytes, l.split + split.bytes, r.tokens, r.workspace == nullptr ? "is null" : "too small");
   auto* ws = static_cast<unsigned char*>(r.workspace);
   auto* sorted = reinterpret_cast<i32*>(ws + l.sorted);

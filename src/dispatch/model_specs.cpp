@@ -12,15 +12,23 @@ namespace moejit::dispatch {
 
 Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backend backend, std::uint32_t extra_sms,
                                             bool only_sms) {
+  if (m.hidden == 0 || m.hidden % 32 != 0)
+    return error(Code::invalid_argument, "model field 'hidden' = {}: expected a positive multiple of 32", m.hidden);
+  if (m.experts == 0) return error(Code::invalid_argument, "model field 'experts' = 0: expected at least one expert");
   if (m.tensor_parallel == 0 || m.intermediate % m.tensor_parallel != 0)
-    return error(Code::invalid_argument, "tensor parallel = {}: expected a divisor of intermediate = {}", m.tensor_parallel,
-                 m.intermediate);
+    return error(Code::invalid_argument, "model field 'tensor_parallel' = {}: expected a divisor of intermediate = {}",
+                 m.tensor_parallel, m.intermediate);
+  if (m.intermediate == 0 || (m.intermediate / m.tensor_parallel) % 32 != 0)
+    return error(Code::invalid_argument,
+                 "model field 'intermediate' = {}: expected a positive multiple of 32 on each of tensor_parallel = {} "
+                 "ranks",
+                 m.intermediate, m.tensor_parallel);
   if (m.expert_parallel == 0 || m.experts % m.expert_parallel != 0)
-    return error(Code::invalid_argument, "expert parallel = {}: expected a divisor of experts = {}", m.expert_parallel,
-                 m.experts);
+    return error(Code::invalid_argument, "model field 'expert_parallel' = {}: expected a divisor of experts = {}",
+                 m.expert_parallel, m.experts);
   if (m.topk == 0 || m.topk > m.experts)
-    return error(Code::invalid_argument, "topk = {}: expected 1 to experts = {}", m.topk, m.experts);
-  if (m.max_tokens == 0) return error(Code::invalid_argument, "max tokens = 0: expected > 0");
+    return error(Code::invalid_argument, "model field 'topk' = {}: expected 1 to experts = {}", m.topk, m.experts);
+  if (m.max_tokens == 0) return error(Code::invalid_argument, "model field 'max_tokens' = 0: expected > 0");
   const std::uint32_t inter = m.intermediate / m.tensor_parallel, local = m.experts / m.expert_parallel;
   // Group 0 is per-channel: each projection's scale group spans its own K.
   const std::uint32_t g13 = m.group_size ? m.group_size : m.hidden, g2 = m.group_size ? m.group_size : inter;

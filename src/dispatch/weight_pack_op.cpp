@@ -16,10 +16,19 @@ struct SourceBytes {
 };
 
 Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
+  if (d.experts == 0) return error(Code::invalid_argument, "argument 'experts' = 0: expected at least one expert");
+  if (d.n == 0 || d.n % 32 != 0)
+    return error(Code::invalid_argument, "argument 'n' = {}: expected a positive multiple of 32", d.n);
+  if (d.k == 0 || d.k % 32 != 0)
+    return error(Code::invalid_argument, "argument 'k' = {}: expected a positive multiple of 32", d.k);
   MOEJIT_TRY(quant::check_weight_format(d.format, d.group_size, d.scale, d.k));
-  if (d.experts == 0 || d.n == 0 || d.n % 32 != 0 || d.k % 32 != 0)
-    return error(Code::invalid_argument, "weights E x N x K = {} x {} x {}: expected E > 0 and N, K multiples of 32",
-                 d.experts, d.n, d.k);
+  // Zero points given where the format has none would be dropped without a word. GPTQ's are read
+  // (a symmetric checkpoint's must all be 8), everyone else's are a mistake.
+  const bool gptq = d.source == WeightSource::gptq_v1 || d.source == WeightSource::gptq_v2;
+  if (d.zeros != nullptr && d.format != WeightFormat::int4_asym && !gptq)
+    return error(Code::invalid_argument,
+                 "argument 'zeros' is set, but {} weights have no zero points: expected NULL, or format int4_asym",
+                 to_string(d.format));
   const std::uint64_t e = d.experts, n = d.n, k = d.k, groups = d.k / d.group_size;
   const std::uint64_t scale_bytes = d.scale == DType::e8m0 ? 1 : 2;
   const bool mxfp4 = d.format == WeightFormat::mxfp4;
@@ -46,7 +55,7 @@ Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
       b.scales = e * groups * n * 2;
       b.zeros = d.zeros ? e * groups * (n / 8) * 4 : 0;
       if (d.format == WeightFormat::int4_asym && d.zeros == nullptr)
-        return error(Code::invalid_argument, "argument 'zeros' is null: int4_asym weights need their qzeros");
+        return error(Code::invalid_argument, "argument 'zeros' is null: expected the qzeros of int4_asym weights");
       return b;
   }
   return error(Code::invalid_argument, "argument 'source' = {}: expected plain codes, vLLM MXFP4, GPTQ v1/v2 or AWQ",
@@ -70,14 +79,8 @@ Result<HostSource> to_host(Launcher& launcher, const WeightSourceDesc& d, const 
   h.z = d.zeros;
   h.b = d.bias;
   if (d.qweight == nullptr || d.scales == nullptr)
-    return error(Code::invalid_argument, "argument '{}' is null", d.qweight == nullptr ? "qweight" : "scales");
-  // Zero points given where the format has none would be dropped without a word. GPTQ's are read
-  // (a symmetric checkpoint's must all be 8), everyone else's are a mistake.
-  const bool gptq = d.source == WeightSource::gptq_v1 || d.source == WeightSource::gptq_v2;
-  if (d.zeros != nullptr && d.format != WeightFormat::int4_asym && !gptq)
-    return error(Code::invalid_argument,
-                 "argument 'zeros' is set, but {} weights have no zero points: expected NULL, or format int4_asym",
-                 to_string(d.format));
+    return error(Code::invalid_argument, "argument '{}' is null: expected the checkpoint's tensor",
+                 d.qweight == nullptr ? "qweight" : "scales");
   if (!d.on_device) return h;
   auto fetch = [&](std::vector<unsigned char>& buf, const void* src, std::uint64_t n, const void*& out) -> Status {
     if (src == nullptr || n == 0) return {};
@@ -112,7 +115,8 @@ Result<quant::PackedWeights> pack_host(const WeightSourceDesc& d, const SourceBy
       else
         std::memcpy(q.scales.data(), h.s, bytes.scales);
       if (!q.zeros.empty()) {
-        if (h.z == nullptr) return error(Code::invalid_argument, "argument 'zeros' is null: int4_asym weights need them");
+        if (h.z == nullptr)
+          return error(Code::invalid_argument, "argument 'zeros' is null: expected the zero points of int4_asym weights");
         std::memcpy(q.zeros.data(), h.z, bytes.zeros);
       }
       MOEJIT_TRY(q.validate());
@@ -178,6 +182,15 @@ Status pack_weights(Launcher& launcher, const WeightSourceDesc& d, const PackedD
     return error(Code::invalid_argument, "argument 'packed->zeros' is null: expected a buffer of {} bytes", sizes.zeros);
   if (sizes.bias > 0 && dest.bias == nullptr)
     return error(Code::invalid_argument, "argument 'packed->bias' is null: expected a buffer of {} bytes", sizes.bias);
+  // Every use of packed weights requires 16-byte aligned buffers (the kernels' vector loads);
+  // refuse them here rather than pack into buffers no call would accept.
+  for (auto [p, name] : {std::pair<const void*, const char*>{dest.qweight, "qweight"}, {dest.scales, "scales"},
+                         {dest.zeros, "zeros"}})
+    if (p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+      return error(Code::invalid_argument, "argument 'packed->{}' = {}: expected 16-byte alignment", name, p);
+  if (dest.bias != nullptr && reinterpret_cast<std::uintptr_t>(dest.bias) % 8 != 0)
+    return error(Code::invalid_argument, "argument 'packed->bias' = {}: expected 8-byte alignment",
+                 static_cast<const void*>(dest.bias));
   MOEJIT_ASSIGN_OR_RETURN(HostSource host, to_host(launcher, d, bytes, stream));
   MOEJIT_ASSIGN_OR_RETURN(quant::PackedWeights packed, pack_host(d, bytes, host));
   MOEJIT_TRY(launcher.copy_to_backend(dest.qweight, packed.qweight.data(), packed.qweight.size(), stream));

@@ -132,7 +132,7 @@ std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 Status need(const void* p, const char* name, std::uintptr_t alignment, const char* why) {
-  if (p == nullptr) return error(Code::invalid_argument, "argument '{}' is null; {} needs it", name, why);
+  if (p == nullptr) return error(Code::invalid_argument, "argument '{}' is null: expected a pointer ({} reads it)", name, why);
   if (!aligned(p, alignment))
     return error(Code::invalid_argument, "argument '{}' = {}: expected {}-byte alignment", name, p, alignment);
   return {};

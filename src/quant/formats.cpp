@@ -125,7 +125,7 @@ Status check_weight_format(WeightFormat format, u32 group_size, DType scale_dtyp
                    to_string(format));
   }
   if (k == 0 || k % group_size != 0)
-    return error(Code::invalid_argument, "K = {} is not a positive multiple of group_size = {}", k, group_size);
+    return error(Code::invalid_argument, "k = {}: expected a positive multiple of group_size = {}", k, group_size);
   return ok_status();
 }
 
