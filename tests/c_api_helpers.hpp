@@ -131,4 +131,20 @@ inline moejit_weights_desc_t vllm_desc(const VllmWeights& w, moejit_row_order_t 
   return d;
 }
 
+// A model for warm-up and prepare: MXFP4 weights (group 32, E8M0 scales), the rest defaults.
+inline moejit_model_desc_t mxfp4_model(std::uint32_t hidden, std::uint32_t intermediate, std::uint32_t experts,
+                                       std::uint32_t topk, std::uint32_t max_tokens) {
+  moejit_model_desc_t m;
+  moejit_model_desc_init(&m);
+  m.hidden = hidden;
+  m.intermediate = intermediate;
+  m.experts = experts;
+  m.topk = topk;
+  m.format = MOEJIT_WEIGHT_MXFP4;
+  m.group_size = 32;
+  m.scale_dtype = MOEJIT_DTYPE_E8M0;
+  m.max_tokens = max_tokens;
+  return m;
+}
+
 }  // namespace moejit::test

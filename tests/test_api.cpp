@@ -419,16 +419,7 @@ TEST_CASE("C ABI: frozen mode turns a store miss into an error, never a compile"
 TEST_CASE("C ABI: warm-up compiles a model's kernels for named architectures without a GPU") {
   TempDir dir;
   Context c(dir, MOEJIT_BACKEND_DEVICE);  // no GPU needed to warm the store
-  moejit_model_desc_t m;
-  moejit_model_desc_init(&m);
-  m.hidden = 256;
-  m.intermediate = 128;
-  m.experts = 16;
-  m.topk = 4;
-  m.format = MOEJIT_WEIGHT_MXFP4;
-  m.group_size = 32;
-  m.scale_dtype = MOEJIT_DTYPE_E8M0;
-  m.max_tokens = 1024;
+  const moejit_model_desc_t m = mxfp4_model(256, 128, 16, 4, 1024);
   const char* archs[] = {"sm_90a", "sm_120a"};
   struct Progress {
     std::uint32_t calls = 0, total = 0, last_done = 0;

@@ -110,19 +110,7 @@ struct FusedCall {
   }
 };
 
-moejit_model_desc_t small_model() {
-  moejit_model_desc_t m;
-  moejit_model_desc_init(&m);
-  m.hidden = 64;
-  m.intermediate = 32;
-  m.experts = 4;
-  m.topk = 2;
-  m.format = MOEJIT_WEIGHT_MXFP4;
-  m.group_size = 32;
-  m.scale_dtype = MOEJIT_DTYPE_E8M0;
-  m.max_tokens = 4;
-  return m;
-}
+moejit_model_desc_t small_model() { return mxfp4_model(Layer::H, Layer::I, Layer::E, 2, 4); }
 
 TEST_CASE("context refusals name the argument and the expected value") {
   TempDir dir;

@@ -188,17 +188,8 @@ TEST_CASE("C ABI: moejit_prepare finds every kernel a model's layer uses at any 
   std::mt19937 rng(std::random_device{}());
   constexpr std::uint32_t E = 8, K = 2;
   constexpr std::int32_t kMaxTokens = 48;
-  moejit_model_desc_t m;
-  moejit_model_desc_init(&m);
-  m.hidden = H;
-  m.intermediate = I;
-  m.experts = E;
-  m.topk = K;
-  m.format = MOEJIT_WEIGHT_MXFP4;
-  m.group_size = 32;
-  m.scale_dtype = MOEJIT_DTYPE_E8M0;
+  moejit_model_desc_t m = mxfp4_model(H, I, E, K, kMaxTokens);
   m.out_dtype = MOEJIT_DTYPE_F32;
-  m.max_tokens = kMaxTokens;
   std::uint32_t calls = 0, total = 0;
   const moejit_progress_fn progress = [](void* user, uint32_t, uint32_t of, const char*) {
     auto* counts = static_cast<std::uint32_t*>(user);

@@ -91,16 +91,7 @@ TEST_CASE("GPU: after moejit_prepare, fused calls at several T capture into a CU
   pack_on_device(*l, c.ctx, vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr), p13);
   pack_on_device(*l, c.ctx, vllm_desc(w2, MOEJIT_ROWS_PLAIN, nullptr), p2);
 
-  moejit_model_desc_t model;
-  moejit_model_desc_init(&model);
-  model.hidden = kHidden;
-  model.intermediate = kInter;
-  model.experts = kExperts;
-  model.topk = kTopk;
-  model.format = MOEJIT_WEIGHT_MXFP4;
-  model.group_size = 32;
-  model.scale_dtype = MOEJIT_DTYPE_E8M0;
-  model.max_tokens = kMaxTokens;
+  const moejit_model_desc_t model = mxfp4_model(kHidden, kInter, kExperts, kTopk, kMaxTokens);
   REQUIRE_MESSAGE(moejit_prepare(c.ctx, &model, nullptr, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
   moejit_stats_t prepared;
   moejit_stats_init(&prepared);
