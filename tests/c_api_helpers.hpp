@@ -14,7 +14,7 @@
 
 #include "common/numeric.cuh"
 #include "moejit/moejit.h"
-#include "quant/quantize.hpp"
+#include "reference/quantize.hpp"
 #include "test_support.hpp"
 
 namespace moejit::test {

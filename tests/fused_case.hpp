@@ -17,9 +17,9 @@
 #include "common/numeric.cuh"
 #include "dispatch/fused_moe_op.hpp"
 #include "dispatch/weight_pack_op.hpp"
-#include "quant/compare.hpp"
-#include "quant/quantize.hpp"
-#include "quant/reference.hpp"
+#include "reference/compare.hpp"
+#include "reference/quantize.hpp"
+#include "reference/reference.hpp"
 #include "spec/spec_fields.hpp"
 #include "test_support.hpp"
 

@@ -74,16 +74,17 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// The host compiler, or null with a message saying why the test is skipped.
+// The host compiler, or null after toolchain_missing says why (the test skips, or fails where
+// the toolchain is required).
 inline std::unique_ptr<HostCompiler> host_compiler_or_skip() {
   auto options = HostCompiler::options_from_environment();
   if (!options.ok()) {
-    MESSAGE("skipped: " << options.status().message());
+    toolchain_missing(options.status().message());
     return nullptr;
   }
   auto c = HostCompiler::create(*options);
   if (!c.ok()) {
-    MESSAGE("skipped: no host C++ compiler: " << c.status().message());
+    toolchain_missing("no host C++ compiler: " + c.status().message());
     return nullptr;
   }
   return std::move(c).value();

@@ -14,10 +14,10 @@
 #include "compile/nvrtc_library.hpp"
 #include "dispatch/spec_observer.hpp"
 #include "moejit/moejit.h"
-#include "quant/compare.hpp"
 #include "quant/engine_layouts.hpp"
-#include "quant/quantize.hpp"
-#include "quant/reference.hpp"
+#include "reference/compare.hpp"
+#include "reference/quantize.hpp"
+#include "reference/reference.hpp"
 #include "c_api_helpers.hpp"
 #include "test_support.hpp"
 

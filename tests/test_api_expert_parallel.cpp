@@ -12,9 +12,9 @@
 #include <random>
 
 #include "c_api_helpers.hpp"
-#include "quant/compare.hpp"
 #include "quant/quantized_weights.hpp"
-#include "quant/reference.hpp"
+#include "reference/compare.hpp"
+#include "reference/reference.hpp"
 
 using namespace moejit;
 using namespace moejit::test;

@@ -44,12 +44,6 @@ CliRun moejit_json(const TempDir& dir, std::vector<std::string> args,
   return {r.exit_code, doc, r.err};
 }
 
-bool nvrtc_available() {
-  auto n = NvrtcLibrary::get();
-  if (!n.ok()) MESSAGE("skipped: NVRTC is not available here: " << n.status().message());
-  return n.ok();
-}
-
 const std::string kAlignSpec =
     R"({"op": "moe_align", "experts": 128, "bm": 32, "warps": 4, "arch": "sm_90a"})";
 
@@ -64,7 +58,7 @@ TEST_CASE("moejit --version --json") {
 }
 
 TEST_CASE("moejit compile reports compiled then disk and --arch overrides the spec") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   write_text(dir / "spec.json", kAlignSpec);
   auto first = moejit_json(dir, {"compile", "--spec", dir / "spec.json"});
@@ -88,7 +82,7 @@ TEST_CASE("moejit compile reports compiled then disk and --arch overrides the sp
 }
 
 TEST_CASE("two installs at different paths with templates from different checkouts agree on keys") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir a, b;
   std::vector<std::string> keys;
   for (const TempDir* root : {&a, &b}) {
@@ -152,7 +146,7 @@ TEST_CASE("no NVRTC gives a clear error and no crash") {
 }
 
 TEST_CASE("moejit cache stat ls verify prune clear export import") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   write_text(dir / "spec.json", kAlignSpec);
   REQUIRE(moejit_json(dir, {"compile", "--spec", dir / "spec.json"}).exit_code == 0);

@@ -38,10 +38,7 @@ const char* kTinyConfig = R"({"model_type": "deepseek_v3", "hidden_size": 256, "
 }  // namespace
 
 TEST_CASE("moejit warmup compiles a model's kernels once, then finds them on disk") {
-  if (!NvrtcLibrary::get().ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
-    return;
-  }
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   write_text(dir / "config.json", kTinyConfig);
   Json first = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a,sm_80", "--weights",
@@ -61,10 +58,7 @@ TEST_CASE("moejit warmup compiles a model's kernels once, then finds them on dis
 }
 
 TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {
-  if (!NvrtcLibrary::get().ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
-    return;
-  }
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   write_text(dir / "usage.jsonl",
              R"({"op":"moe_align","arch":"sm_90a","backend":"device","warps":4,"bm":16,"experts":64})" "\n"
@@ -107,10 +101,7 @@ TEST_CASE("moejit demo runs a fused MoE layer on the host backend and checks it"
 }
 
 TEST_CASE("a store warmed for a plain architecture name serves a frozen run on a GPU of that family") {
-  if (!NvrtcLibrary::get().ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
-    return;
-  }
+  if (!nvrtc_or_skip()) return;
   const std::filesystem::path driver =
       std::filesystem::path(MOEJIT_CLI).parent_path() / "bench" / "overhead" / "libmoejit-null-cuda.so";
   if (!std::filesystem::exists(driver)) {

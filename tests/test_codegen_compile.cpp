@@ -16,11 +16,12 @@ using namespace moejit::test;
 
 namespace {
 
-// NVRTC compiler, or null (with a message saying why the test skips) when NVRTC is missing.
-std::unique_ptr<NvrtcCompiler> nvrtc_or_skip() {
+// NVRTC compiler, or null (after toolchain_missing: a skip, or a failure where the toolchain is
+// required) when NVRTC is missing.
+std::unique_ptr<NvrtcCompiler> nvrtc_compiler_or_skip() {
   auto c = NvrtcCompiler::create({});
   if (!c.ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << c.status().message());
+    toolchain_missing("NVRTC is not available here: " + c.status().message());
     return nullptr;
   }
   return std::move(c).value();
@@ -100,7 +101,7 @@ TEST_CASE("ptxas report parsing") {
 }
 
 TEST_CASE("the align kernel compiles for every target arch with no spills") {
-  auto compiler = nvrtc_or_skip();
+  auto compiler = nvrtc_compiler_or_skip();
   if (!compiler) return;
   auto templates = codegen::TemplateSet::embedded();
   for (Arch arch : default_target_archs()) {
@@ -123,7 +124,7 @@ TEST_CASE("the align kernel compiles for every target arch with no spills") {
 }
 
 TEST_CASE("an arch this NVRTC cannot target is refused before compiling") {
-  auto compiler = nvrtc_or_skip();
+  auto compiler = nvrtc_compiler_or_skip();
   if (!compiler) return;
   // Every arch moejit knows should be supported by NVRTC 13; report clearly if not.
   for (const auto& info : all_archs()) {
@@ -139,7 +140,7 @@ TEST_CASE("an arch this NVRTC cannot target is refused before compiling") {
 }
 
 TEST_CASE("a compile error returns the NVRTC log and the path of the dumped source") {
-  auto compiler = nvrtc_or_skip();
+  auto compiler = nvrtc_compiler_or_skip();
   if (!compiler) return;
   TempDir dump;
   ::setenv("MOEJIT_DUMP_DIR", dump.path().c_str(), 1);
@@ -172,7 +173,7 @@ TEST_CASE("precompiled headers never carry one template version into another") {
   // the bytes of in-memory headers; the generated closure-hash macro must keep them apart.
   auto created = NvrtcCompiler::create({.use_pch = true, .lineinfo = false});
   if (!created.ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << created.status().message());
+    toolchain_missing("NVRTC is not available here: " + created.status().message());
     return;
   }
   auto& compiler = *created;

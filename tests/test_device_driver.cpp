@@ -44,7 +44,7 @@ std::string build_stand_in(const TempDir& dir, const std::string& name, const st
   const std::string command = std::string(cxx ? cxx : "c++") + " -shared -fPIC -o '" + so + "' '" + cpp + "'";
   ProcessResult r = run_process({"/bin/sh", "-c", command});
   if (r.exit_code != 0) {
-    MESSAGE("skipped: no C++ compiler to build a stand-in libcuda (" << command << "): " << r.err);
+    toolchain_missing("no C++ compiler to build a stand-in libcuda (" + command + "): " + r.err);
     return {};
   }
   return so;

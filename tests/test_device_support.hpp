@@ -18,6 +18,7 @@
 #include "runtime/device_launcher.hpp"
 #include "spec/spec_fields.hpp"
 #include "support/env.hpp"
+#include "test_support.hpp"
 
 namespace moejit::test {
 
@@ -59,7 +60,7 @@ inline DeviceLauncher* device_launcher_or_skip(bool needs_nvrtc = true) {
     auto nvrtc = NvrtcLibrary::get();
     if (!nvrtc.ok()) {
       if (gpu_required()) FAIL_CHECK("no NVRTC to compile device kernels: " << nvrtc.status().message());
-      else MESSAGE("skipped: no NVRTC to compile device kernels: " << nvrtc.status().message());
+      else toolchain_missing("no NVRTC to compile device kernels: " + nvrtc.status().message());
       return nullptr;
     }
   }

@@ -45,10 +45,7 @@ std::vector<KernelSpec> format_corners(Arch arch) {
 }  // namespace
 
 TEST_CASE("every grouped GEMM tile configuration compiles on every target with no spills and no stack frame") {
-  if (!NvrtcLibrary::get().ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << NvrtcLibrary::get().status().message());
-    return;
-  }
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto r = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(r.ok());

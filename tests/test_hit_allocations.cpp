@@ -28,11 +28,7 @@ using namespace moejit;
 using namespace moejit::test;
 
 TEST_CASE("a memory hit performs no heap allocation") {
-  auto nvrtc = NvrtcLibrary::get();
-  if (!nvrtc.ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << nvrtc.status().message());
-    return;
-  }
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto r = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(r.ok());

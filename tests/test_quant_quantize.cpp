@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "quant/formats.hpp"
-#include "quant/quantize.hpp"
+#include "reference/quantize.hpp"
 #include "test_quant_support.hpp"
 
 using namespace moejit;

@@ -11,10 +11,10 @@
 #include <limits>
 #include <map>
 
-#include "quant/compare.hpp"
 #include "quant/pack.hpp"
-#include "quant/quantize.hpp"
-#include "quant/reference.hpp"
+#include "reference/compare.hpp"
+#include "reference/quantize.hpp"
+#include "reference/reference.hpp"
 #include "test_quant_support.hpp"
 
 using namespace moejit;

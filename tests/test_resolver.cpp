@@ -12,16 +12,10 @@ using namespace moejit::test;
 
 namespace {
 
-bool nvrtc_available() {
-  auto n = NvrtcLibrary::get();
-  if (!n.ok()) MESSAGE("skipped: NVRTC is not available here: " << n.status().message());
-  return n.ok();
-}
-
 }  // namespace
 
 TEST_CASE("a spec is compiled then found in memory then on disk by a new resolver") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   KernelSpec spec = align_spec(64, 16, 2);
   {
@@ -54,7 +48,7 @@ TEST_CASE("a spec is compiled then found in memory then on disk by a new resolve
 }
 
 TEST_CASE("single flight makes threads asking for one spec at once compile it once") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto r = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(r.ok());
@@ -73,7 +67,7 @@ TEST_CASE("single flight makes threads asking for one spec at once compile it on
 }
 
 TEST_CASE("resolve_async compiles a batch through the pool") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto r = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(r.ok());
@@ -89,7 +83,7 @@ TEST_CASE("resolve_async compiles a batch through the pool") {
 }
 
 TEST_CASE("frozen mode makes a miss an error and never a compile") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto o = resolver_options_in(dir);
   KernelSpec warm = align_spec(64, 16, 2), cold = align_spec(64, 32, 2);

@@ -97,11 +97,8 @@ TEST_CASE("template hash and compiler identity and flags and schema are all in t
 }
 
 TEST_CASE("the resolver's key names the NVRTC version and build in use") {
+  if (!nvrtc_or_skip()) return;
   auto nvrtc = NvrtcLibrary::get();
-  if (!nvrtc.ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << nvrtc.status().message());
-    return;
-  }
   TempDir dir;
   auto resolver = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(resolver.ok());

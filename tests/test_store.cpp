@@ -57,12 +57,6 @@ void set_mtime(const std::string& path, std::int64_t seconds) {
   REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0);
 }
 
-bool nvrtc_available() {
-  auto n = NvrtcLibrary::get();
-  if (!n.ok()) MESSAGE("skipped: NVRTC is not available here: " << n.status().message());
-  return n.ok();
-}
-
 }  // namespace
 
 TEST_CASE("entry encode/decode round-trips every field") {
@@ -147,7 +141,7 @@ TEST_CASE("bad entries are detected on load and moved aside and counted") {
 }
 
 TEST_CASE("a corrupt entry is rebuilt through the resolver") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   LogCapture logs;
   KernelSpec spec = align_spec(32, 16, 2);
@@ -218,7 +212,7 @@ TEST_CASE("an unusable store directory degrades to memory-only with one warning"
 }
 
 TEST_CASE("the resolver works memory-only when the store is unusable") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   LogCapture logs;
   write_text(dir / "not-a-dir", "x");
@@ -334,7 +328,7 @@ TEST_CASE("prune removes stale temporaries of dead publishers and keeps fresh on
 }
 
 TEST_CASE("a store copied to another directory hits") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir a, b;
   KernelSpec spec = align_spec(128, 32, 4, Arch::sm_80);
   Hash128 key;

@@ -28,12 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool nvrtc_available() {
-  auto n = NvrtcLibrary::get();
-  if (!n.ok()) MESSAGE("skipped: NVRTC is not available here: " << n.status().message());
-  return n.ok();
-}
-
 std::vector<std::string> write_specs(const TempDir& dir, const std::vector<KernelSpec>& specs) {
   std::vector<std::string> paths;
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -58,7 +52,7 @@ std::size_t verify_all(const TempDir& dir) {
 }  // namespace
 
 TEST_CASE("8 processes asking for the same 4 specs at once compile each key exactly once") {
-  if (!nvrtc_available()) return;
+  if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto specs = write_specs(dir, {align_spec(64, 16, 2, Arch::sm_90a), align_spec(128, 32, 4, Arch::sm_80),
                                  align_spec(256, 64, 8, Arch::sm_89), align_spec(16, 16, 1, Arch::sm_121a)});

@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include <doctest/doctest.h>
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,7 +12,14 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+
+#include "compile/nvrtc_library.hpp"
+
+#ifndef MOEJIT_REQUIRE_TOOLCHAIN_DEFAULT
+#define MOEJIT_REQUIRE_TOOLCHAIN_DEFAULT 0
+#endif
 
 extern char** environ;
 
@@ -171,6 +180,26 @@ std::string slurp(const std::string& path) {
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
+}
+
+bool toolchain_required() {
+  const char* v = std::getenv("MOEJIT_REQUIRE_TOOLCHAIN");
+  if (v != nullptr && *v != '\0') return std::string_view(v) != "0";
+  return MOEJIT_REQUIRE_TOOLCHAIN_DEFAULT != 0;
+}
+
+bool toolchain_missing(const std::string& why) {
+  if (toolchain_required())
+    FAIL_CHECK(why << " (MOEJIT_REQUIRE_TOOLCHAIN is on: a test that needs the toolchain fails without it)");
+  else
+    MESSAGE("skipped: " << why);
+  return false;
+}
+
+bool nvrtc_or_skip() {
+  auto nvrtc = NvrtcLibrary::get();
+  if (nvrtc.ok()) return true;
+  return toolchain_missing("NVRTC is not available here: " + nvrtc.status().message());
 }
 
 }  // namespace moejit::test

@@ -68,4 +68,14 @@ KernelSpec align_spec(std::uint32_t experts = 64, std::uint16_t bm = 16, std::ui
 std::string slurp(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 
+// Tests that need a toolchain (NVRTC, the host C++ compiler) and do not find it skip, saying
+// "skipped: <why>", or fail with <why> where the toolchain is required: CMake's
+// MOEJIT_REQUIRE_TOOLCHAIN (on in CI) sets the default, the environment variable
+// MOEJIT_REQUIRE_TOOLCHAIN=0/1 overrides it.
+bool toolchain_required();
+// Reports a missing toolchain as a skip or a failure; returns false, for `return` at the call.
+bool toolchain_missing(const std::string& why);
+// Whether NVRTC can be loaded; if not, toolchain_missing says so.
+bool nvrtc_or_skip();
+
 }  // namespace moejit::test

@@ -39,7 +39,7 @@
 #include "dispatch/tile_configs.hpp"
 #include "moe/align_params.cuh"
 #include "quant/pack.hpp"
-#include "quant/quantize.hpp"
+#include "reference/quantize.hpp"
 #include "runtime/device_buffer.hpp"
 #include "runtime/kernel_resolver.hpp"
 #include "spec/arch.hpp"

@@ -6,7 +6,7 @@
 #include "bench/gpu/device_data.hpp"
 #include "gemm/grouped_gemm_params.cuh"
 #include "quant/pack.hpp"
-#include "quant/quantize.hpp"
+#include "reference/quantize.hpp"
 
 namespace moejit::bench {
 

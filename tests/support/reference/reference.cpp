@@ -1,4 +1,4 @@
-#include "quant/reference.hpp"
+#include "reference/reference.hpp"
 
 #include <cmath>
 #include <optional>

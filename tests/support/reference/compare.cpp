@@ -1,4 +1,4 @@
-#include "quant/compare.hpp"
+#include "reference/compare.hpp"
 
 #include <cmath>
 #include <limits>

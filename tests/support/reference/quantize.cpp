@@ -1,4 +1,4 @@
-#include "quant/quantize.hpp"
+#include "reference/quantize.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,37 @@
+# cmake -P script: runs one test case of PROGRAM (moejit_tests) that needs NVRTC, with NVRTC made
+# unavailable (MOEJIT_NVRTC_LIBRARY names no file):
+#   - MOEJIT_REQUIRE_TOOLCHAIN=1: the test case must fail, saying NVRTC is missing;
+#   - MOEJIT_REQUIRE_TOOLCHAIN=0: it must pass, saying it skipped.
+cmake_minimum_required(VERSION 3.25)
+foreach(var PROGRAM TEST_CASE)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "check_missing_toolchain.cmake: ${var} is not set")
+  endif()
+endforeach()
+set(ENV{MOEJIT_NVRTC_LIBRARY} /nonexistent/moejit-test/libnvrtc.so)
+
+foreach(required 1 0)
+  set(ENV{MOEJIT_REQUIRE_TOOLCHAIN} ${required})
+  execute_process(COMMAND ${PROGRAM} "--test-case=${TEST_CASE}" --no-version
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(said "${out}${err}")
+  message(STATUS "MOEJIT_REQUIRE_TOOLCHAIN=${required}: exit status ${rc}\n${said}")
+  if(NOT said MATCHES "test cases: *1 ")
+    message(FATAL_ERROR "the test case '${TEST_CASE}' did not run exactly once")
+  endif()
+  if(required)
+    if(rc EQUAL 0)
+      message(FATAL_ERROR "with MOEJIT_REQUIRE_TOOLCHAIN=1 and no NVRTC, the test case passed")
+    endif()
+    if(NOT said MATCHES "NVRTC is not available here" OR said MATCHES "skipped:")
+      message(FATAL_ERROR "with MOEJIT_REQUIRE_TOOLCHAIN=1 the failure must name NVRTC, not skip")
+    endif()
+  else()
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "with MOEJIT_REQUIRE_TOOLCHAIN=0 and no NVRTC, the test case failed")
+    endif()
+    if(NOT said MATCHES "skipped: NVRTC is not available here")
+      message(FATAL_ERROR "with MOEJIT_REQUIRE_TOOLCHAIN=0 the test case must say it skipped")
+    endif()
+  endif()
+endforeach()
