@@ -26,7 +26,7 @@
 #include "reference/quantize.hpp"
 #include "reference/reference.hpp"
 #include "runtime/device_buffer.hpp"
-#include "runtime/host_launcher.hpp"
+#include "host/host_launcher.hpp"
 #include "spec/spec_fields.hpp"
 #include "spec/device_profiles.hpp"
 #include "spec/spec_json.hpp"

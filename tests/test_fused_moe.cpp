@@ -5,7 +5,7 @@
 
 #include "dispatch/spec_observer.hpp"
 #include "fused_case.hpp"
-#include "runtime/host_launcher.hpp"
+#include "host/host_launcher.hpp"
 
 using namespace moejit;
 using namespace moejit::test;

@@ -4,7 +4,7 @@
 
 #include "api/api_support.hpp"
 #include "runtime/device_launcher.hpp"
-#include "runtime/host_launcher.hpp"
+#include "host/host_launcher.hpp"
 #include "spec/spec_fields.hpp"
 #include "support/env.hpp"
 #include "support/log.hpp"

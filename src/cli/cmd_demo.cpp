@@ -20,7 +20,7 @@
 #include "quant/formats.hpp"
 #include "runtime/device_buffer.hpp"
 #include "runtime/device_launcher.hpp"
-#include "runtime/host_launcher.hpp"
+#include "host/host_launcher.hpp"
 #include "spec/spec_fields.hpp"
 
 namespace moejit::cli {

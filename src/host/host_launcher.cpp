@@ -1,4 +1,4 @@
-#include "runtime/host_launcher.hpp"
+#include "host/host_launcher.hpp"
 
 #include <cstring>
 
