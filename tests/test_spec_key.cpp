@@ -186,11 +186,7 @@ TEST_CASE("KernelSpecHash and equality agree with the bytes") {
 }
 
 TEST_CASE("NVRTC keys with exactly the options that change the CUBIN") {
-  auto library = NvrtcLibrary::get();
-  if (!library.ok()) {
-    MESSAGE("skipped: NVRTC is not available here: " << library.status().message());
-    return;
-  }
+  if (!nvrtc_or_skip()) return;
   KernelSpec s = align_spec();
   s.arch = Arch::sm_120a;
   for (bool lineinfo : {false, true}) {
