@@ -1,7 +1,13 @@
 #include "cache/bundle.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
+#include <set>
 
 #include "cache/byte_io.hpp"
 #include "support/fs.hpp"
@@ -11,84 +17,192 @@ namespace {
 
 constexpr char kBundleMagic[8] = {'M', 'O', 'E', 'J', 'I', 'T', 'B', 'N'};
 constexpr std::uint32_t kBundleVersion = 1;
+constexpr std::size_t kHeaderBytes = sizeof kBundleMagic + 4 + 4;
+constexpr std::size_t kTrailerBytes = 8;
+
+// Sequential reads of exactly n bytes from a descriptor, hashed as they pass.
+class StreamReader {
+ public:
+  StreamReader(int fd, const std::string& name) : fd_(fd), name_(name) {}
+
+  // Exactly `n` bytes into `out`, or an error (a short file is "truncated").
+  Status read(std::size_t n, std::string& out, bool hash = true) {
+    out.resize(n);
+    std::size_t done = 0;
+    while (done < n) {
+      ssize_t got = ::pread(fd_, out.data() + done, n - done, static_cast<off_t>(offset_));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return error(Code::io_error, "cannot read '{}': {}", name_, std::strerror(errno));
+      }
+      if (got == 0) return error(Code::corrupt, "bundle '{}' is truncated at byte {}", name_, offset_);
+      done += static_cast<std::size_t>(got);
+      offset_ += static_cast<std::uint64_t>(got);
+    }
+    if (hash) hasher_.update(out);
+    return {};
+  }
+  template <typename T>
+  Result<T> read_int() {
+    MOEJIT_TRY(read(sizeof(T), scratch_));
+    T v{};
+    std::memcpy(&v, scratch_.data(), sizeof(T));
+    return v;
+  }
+  std::uint64_t offset() const { return offset_; }
+  std::uint64_t digest() const { return hasher_.digest(); }
+
+ private:
+  int fd_;
+  const std::string& name_;
+  std::uint64_t offset_ = 0;
+  Hasher64 hasher_;
+  std::string scratch_;
+};
+
+// Writes that also feed the trailer's hash.
+struct HashedWriter {
+  AtomicFileWriter& file;
+  Hasher64 hasher;
+  std::uint64_t bytes = 0;
+  Status put(std::string_view data) {
+    hasher.update(data);
+    bytes += data.size();
+    return file.write(data);
+  }
+  template <typename T>
+  Status put_int(T v) {
+    return put(std::string_view(reinterpret_cast<const char*>(&v), sizeof v));
+  }
+};
 
 }  // namespace
 
 Result<BundleSummary> export_bundle(const Store& store, const std::string& path,
                                     const std::optional<std::vector<Hash128>>& keys) {
   // Later layers win nothing: the first copy of a key (read-only layers first) is exported.
-  std::map<std::string, std::string> chosen;  // key hex -> entry path
-  for (const auto& info : store.list()) {
+  std::map<std::string, EntryInfo> chosen;  // key hex -> entry
+  for (auto& info : store.list()) {
     if (!info.entry.ok())
       return error(Code::corrupt, "cannot export: entry '{}' is bad ({})", info.path,
                    info.entry.status().message());
-    chosen.emplace(info.entry->key.hex(), info.path);
+    std::string hex = info.entry->key.hex();
+    chosen.emplace(std::move(hex), std::move(info));
   }
-  std::vector<std::string> selected;
+  std::vector<const EntryInfo*> selected;
   if (keys) {
     for (const auto& k : *keys) {
       auto it = chosen.find(k.hex());
       if (it == chosen.end())
         return error(Code::not_found, "cannot export: the store has no entry for key {}", k.hex());
-      selected.push_back(it->second);
+      if (std::find(selected.begin(), selected.end(), &it->second) == selected.end())
+        selected.push_back(&it->second);
     }
-    std::sort(selected.begin(), selected.end());
-    selected.erase(std::unique(selected.begin(), selected.end()), selected.end());
   } else {
-    for (auto& [hex, p] : chosen) selected.push_back(p);
+    for (auto& [hex, info] : chosen) selected.push_back(&info);
   }
 
-  std::string out;
-  ByteWriter w(out);
-  w.bytes(std::string_view(kBundleMagic, sizeof kBundleMagic));
-  w.u32(kBundleVersion);
-  w.u32(static_cast<std::uint32_t>(selected.size()));
-  for (const auto& p : selected) {
-    MOEJIT_ASSIGN_OR_RETURN(std::string bytes, read_file(p));
-    MOEJIT_TRY(decode_entry(bytes));  // re-verify: it could have changed since list()
-    w.u64(bytes.size());
-    w.bytes(bytes);
+  // The count is written last (an entry evicted meanwhile is left out), and the trailer is
+  // hashed over the finished file, so nothing but one entry at a time is held in memory.
+  MOEJIT_ASSIGN_OR_RETURN(AtomicFileWriter file, AtomicFileWriter::create(path));
+  MOEJIT_TRY(file.write(std::string_view(kBundleMagic, sizeof kBundleMagic)));
+  std::uint32_t version = kBundleVersion, count = 0;
+  MOEJIT_TRY(file.write(std::string_view(reinterpret_cast<const char*>(&version), 4)));
+  MOEJIT_TRY(file.write(std::string_view(reinterpret_cast<const char*>(&count), 4)));
+  std::uint64_t size = kHeaderBytes;
+  for (const EntryInfo* info : selected) {
+    auto bytes = read_file(info->path, kMaxEntryBytes, Links::refuse);
+    if (!bytes.ok() && bytes.status().code() == Code::not_found && !keys) continue;  // evicted
+    if (!bytes.ok()) return bytes.status();
+    // Re-verify: it could have been replaced since list().
+    if (auto e = decode_entry(*bytes); !e.ok())
+      return error(Code::corrupt, "cannot export: entry '{}' is bad ({})", info->path, e.status().message());
+    std::uint64_t length = bytes->size();
+    MOEJIT_TRY(file.write(std::string_view(reinterpret_cast<const char*>(&length), 8)));
+    MOEJIT_TRY(file.write(*bytes));
+    size += 8 + length;
+    ++count;
   }
-  w.u64(xxh3_64(out.data(), out.size()));
-  MOEJIT_TRY(write_file_atomic(path, out));
-  return BundleSummary{selected.size(), out.size()};
+  MOEJIT_TRY(file.overwrite(sizeof kBundleMagic + 4, std::string_view(reinterpret_cast<const char*>(&count), 4)));
+  Hasher64 hasher;
+  std::string chunk(1 << 20, '\0');
+  for (std::uint64_t offset = 0; offset < size;) {
+    ssize_t got = ::pread(file.fd(), chunk.data(), std::min<std::uint64_t>(chunk.size(), size - offset),
+                          static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      return error(Code::io_error, "cannot read back '{}': {}", file.temporary_path(),
+                   got < 0 ? std::strerror(errno) : "short file");
+    hasher.update(chunk.data(), static_cast<std::size_t>(got));
+    offset += static_cast<std::uint64_t>(got);
+  }
+  std::uint64_t trailer = hasher.digest();
+  MOEJIT_TRY(file.write(std::string_view(reinterpret_cast<const char*>(&trailer), 8)));
+  MOEJIT_TRY(file.commit());
+  return BundleSummary{count, size + kTrailerBytes};
+}
+
+Result<BundleSummary> read_bundle(int fd, const std::string& name,
+                                  const std::function<Status(Entry&&)>& visit) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return error(Code::io_error, "cannot stat '{}': {}", name, std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  StreamReader in(fd, name);
+  std::string bytes;
+  if (size < kHeaderBytes + kTrailerBytes || !in.read(sizeof kBundleMagic, bytes).ok() ||
+      bytes != std::string_view(kBundleMagic, sizeof kBundleMagic))
+    return error(Code::corrupt, "'{}' is not a moejit bundle", name);
+  MOEJIT_ASSIGN_OR_RETURN(std::uint32_t version, in.read_int<std::uint32_t>());
+  if (version != kBundleVersion)
+    return error(Code::corrupt, "bundle '{}' has format version {} (expected {})", name, version, kBundleVersion);
+  MOEJIT_ASSIGN_OR_RETURN(std::uint32_t count, in.read_int<std::uint32_t>());
+
+  BundleSummary summary;
+  std::set<std::pair<std::uint64_t, std::uint64_t>> seen;  // keys so far
+  const std::uint64_t body_end = size - kTrailerBytes;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (in.offset() + 8 > body_end) return error(Code::corrupt, "bundle '{}' is truncated at entry {}", name, i);
+    MOEJIT_ASSIGN_OR_RETURN(std::uint64_t length, in.read_int<std::uint64_t>());
+    if (length > body_end - in.offset())
+      return error(Code::corrupt, "bundle '{}' entry {} claims {} bytes; the file holds {} more", name, i, length,
+                   body_end - in.offset());
+    if (length > kMaxEntryBytes)
+      return error(Code::corrupt, "bundle '{}' entry {} is {} bytes; expected at most {}", name, i, length,
+                   kMaxEntryBytes);
+    MOEJIT_TRY(in.read(static_cast<std::size_t>(length), bytes));
+    auto e = decode_entry(bytes);
+    if (!e.ok()) return error(Code::corrupt, "bundle '{}' entry {}: {}", name, i, e.status().message());
+    if (!seen.insert({e->key.high, e->key.low}).second)
+      return error(Code::corrupt, "bundle '{}' entry {} repeats key {}; expected each key once", name, i,
+                   e->key.hex());
+    summary.entries++;
+    summary.bytes += e->payload.size();
+    MOEJIT_TRY(visit(std::move(e).value()));
+  }
+  if (in.offset() != body_end)
+    return error(Code::corrupt, "bundle '{}' has {} trailing bytes after {} entries", name, body_end - in.offset(),
+                 count);
+  const std::uint64_t expected = in.digest();
+  MOEJIT_ASSIGN_OR_RETURN(std::uint64_t trailer, in.read_int<std::uint64_t>());
+  if (trailer != expected)
+    return error(Code::corrupt, "bundle '{}' failed its checksum (truncated or damaged)", name);
+  return summary;
 }
 
 Result<BundleSummary> import_bundle(Store& store, const std::string& path) {
-  MOEJIT_ASSIGN_OR_RETURN(std::string data, read_file(path));
-  if (data.size() < sizeof kBundleMagic + 16 ||
-      std::string_view(data.data(), sizeof kBundleMagic) != std::string_view(kBundleMagic, 8))
-    return error(Code::corrupt, "'{}' is not a moejit bundle", path);
-  std::uint64_t trailer = 0;
-  std::memcpy(&trailer, data.data() + data.size() - 8, 8);
-  if (trailer != xxh3_64(data.data(), data.size() - 8))
-    return error(Code::corrupt, "bundle '{}' failed its checksum (truncated or damaged)", path);
-
-  ByteReader r(std::string_view(data).substr(0, data.size() - 8));
-  r.bytes(sizeof kBundleMagic);
-  if (std::uint32_t v = r.u32(); v != kBundleVersion)
-    return error(Code::corrupt, "bundle '{}' has format version {} (expected {})", path, v,
-                 kBundleVersion);
-  std::uint32_t count = r.u32();
-  std::vector<Entry> entries;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    std::string_view bytes = r.bytes(r.u64());
-    if (!r.ok()) return error(Code::corrupt, "bundle '{}' is truncated at entry {}", path, i);
-    auto e = decode_entry(bytes);
-    if (!e.ok())
-      return error(Code::corrupt, "bundle '{}' entry {}: {}", path, i, e.status().message());
-    entries.push_back(std::move(e).value());
-  }
-  if (r.position() != data.size() - 8)
-    return error(Code::corrupt, "bundle '{}' has trailing bytes after {} entries", path, count);
-
-  BundleSummary summary;
-  for (const auto& e : entries) {
-    MOEJIT_TRY(store.publish(e));
-    summary.entries++;
-    summary.bytes += e.payload.size();
-  }
-  return summary;
+  MOEJIT_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, Links::follow));
+  // Pass 1 verifies everything, holding one entry at a time; pass 2 publishes the same keys.
+  std::vector<Hash128> keys;
+  MOEJIT_TRY(read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
+    keys.push_back(e.key);
+    return {};
+  }));
+  std::size_t next = 0;
+  return read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
+    if (next >= keys.size() || keys[next++] != e.key)
+      return error(Code::corrupt, "bundle '{}' changed while it was imported", path);
+    return store.publish(e);
+  });
 }
 
 }  // namespace moejit::store

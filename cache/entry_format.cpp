@@ -37,6 +37,28 @@ std::string encode_entry(const Entry& e) {
   return out;
 }
 
+namespace {
+constexpr std::string_view kBackendLine = "\nspec.backend=";
+}  // namespace
+
+Status check_payload_kind(PayloadKind kind, std::string_view material) {
+  // The store keeps bytes, not specs; the one spec field it reads is the backend line of the
+  // key material (src/spec/key.cpp writes it), so that a CUBIN is never dlopened and a shared
+  // object never reaches the GPU's module loader.
+  auto at = material.find(kBackendLine);
+  if (at == std::string_view::npos) return {};
+  std::string_view backend = material.substr(at + kBackendLine.size());
+  backend = backend.substr(0, backend.find('\n'));
+  PayloadKind expected;
+  if (backend == "host") expected = PayloadKind::host_shared_object;
+  else if (backend == "device") expected = PayloadKind::cubin;
+  else return error(Code::corrupt, "key material names backend '{}'; expected device or host", backend);
+  if (kind != expected)
+    return error(Code::corrupt, "payload kind {} does not match backend '{}' (expected kind {})",
+                 static_cast<std::uint32_t>(kind), backend, static_cast<std::uint32_t>(expected));
+  return {};
+}
+
 Result<Entry> decode_entry(std::string_view bytes) {
   ByteReader r(bytes);
   if (r.bytes(sizeof kEntryMagic) != std::string_view(kEntryMagic, sizeof kEntryMagic))
@@ -83,6 +105,7 @@ Result<Entry> decode_entry(std::string_view bytes) {
     return error(Code::corrupt, "unknown payload kind {}", static_cast<std::uint32_t>(e.meta.kind));
   if (xxh3_128(e.key_material) != e.key)
     return error(Code::corrupt, "key material does not hash to the entry's key");
+  MOEJIT_TRY(check_payload_kind(e.meta.kind, e.key_material));
   e.payload.assign(payload);
   return e;
 }

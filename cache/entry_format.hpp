@@ -16,6 +16,10 @@ inline constexpr std::string_view kEntrySuffix = ".mjk";
 
 enum class PayloadKind : std::uint32_t { cubin = 1, host_shared_object = 2 };
 
+// The largest entry file the store reads: a CUBIN or host shared object is a few MB at most;
+// the cap keeps a hostile or damaged file from exhausting memory.
+inline constexpr std::uint64_t kMaxEntryBytes = 1ull << 30;
+
 struct EntryMeta {
   PayloadKind kind = PayloadKind::cubin;
   std::string kernel_name;  // lowered symbol in the payload
@@ -41,8 +45,12 @@ struct Entry {
 
 std::string encode_entry(const Entry& entry);
 
-// Decodes and verifies structure, header checksum and payload checksum. Does not compare the
-// key with any expectation; that is the caller's (the store's) job.
+// Whether a payload of `kind` is what the backend named in the key material runs (a CUBIN for
+// device, a shared object for host). Material without a backend line is not checked.
+Status check_payload_kind(PayloadKind kind, std::string_view material);
+
+// Decodes and verifies structure, header checksum, payload checksum and payload kind. Does not
+// compare the key with any expectation; that is the caller's (the store's) job.
 Result<Entry> decode_entry(std::string_view bytes);
 
 }  // namespace moejit::store

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,9 +18,16 @@ KeyLock::~KeyLock() = default;
 
 KeyLock KeyLock::acquire(const std::string& path, std::chrono::milliseconds timeout) {
   KeyLock lock;
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  // Never through a link (it could point anywhere, and O_CREAT would create the target), and
+  // only a file of our own: waiting on another user's lock would let them stall every compile.
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
   if (!fd.valid()) {
-    log(LogLevel::debug, "cannot open lock file '{}': {}", path, std::strerror(errno));
+    log(LogLevel::warn, "cannot open lock file '{}': {}; compiling without it", path, std::strerror(errno));
+    return lock;
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    log(LogLevel::warn, "lock file '{}' is not a regular file of yours; compiling without it", path);
     return lock;
   }
   auto start = std::chrono::steady_clock::now();

@@ -23,6 +23,7 @@ class KeyLock {
   bool timed_out() const { return timed_out_; }
 
   // Takes an exclusive flock on `path` (created 0600 if missing), waiting at most `timeout`.
+  // A link at `path`, or a file that is not the effective user's, is not locked (nor waited on).
   static KeyLock acquire(const std::string& path, std::chrono::milliseconds timeout);
 
  private:

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,9 @@ constexpr std::string_view kCorruptSuffix = ".corrupt";
 constexpr std::string_view kTempSuffix = ".tmp";
 // A temporary older than this belongs to a publisher that died; prune removes it.
 constexpr auto kStaleTemporary = std::chrono::hours(1);
+// A temporary whose publisher's pid is not alive here is removed after this grace time, in case
+// the publisher lives in another pid namespace sharing the directory (a publish takes far less).
+constexpr auto kDeadPublisherGrace = std::chrono::minutes(1);
 
 std::int64_t mtime_ms(const struct stat& st) {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
@@ -34,7 +38,8 @@ bool is_entry_name(std::string_view name) {
          Hash128::from_hex(name.substr(0, 32)).has_value();
 }
 
-// Entry files of one root's entries/ directory: (path, stat).
+// Things at entry paths of one root's entries/ directory: (path, lstat). Links are not
+// followed: whatever sits at the path is what is listed.
 std::vector<std::pair<std::string, struct stat>> scan_entries(const std::string& root) {
   std::vector<std::pair<std::string, struct stat>> out;
   std::error_code ec;
@@ -43,7 +48,7 @@ std::vector<std::pair<std::string, struct stat>> scan_entries(const std::string&
     std::string name = it->path().filename().string();
     if (!is_entry_name(name)) continue;
     struct stat st {};
-    if (::stat(it->path().c_str(), &st) == 0) out.emplace_back(it->path().string(), st);
+    if (::lstat(it->path().c_str(), &st) == 0) out.emplace_back(it->path().string(), st);
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });
   return out;
@@ -52,7 +57,7 @@ std::vector<std::pair<std::string, struct stat>> scan_entries(const std::string&
 // True if `fd` still is the file at `path` (nobody replaced or removed it meanwhile).
 bool same_file(int fd, const std::string& path) {
   struct stat a {}, b {};
-  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
          a.st_ino == b.st_ino;
 }
 
@@ -64,6 +69,63 @@ Status probe_writable(const std::string& dir) {
   fd.reset();
   ::unlink(probe.c_str());
   return {};
+}
+
+// Whether a layer's directories may be trusted with code (store.hpp): the root and its
+// ancestors (check_trusted_dir), and entries/ itself a real directory (not a link to elsewhere,
+// which clear and eviction would then reach into) that nobody else can write. A missing
+// entries/ is fine: the layer is empty.
+Status check_layer(const std::string& root) {
+  MOEJIT_TRY(check_trusted_dir(root));
+  std::string entries = (fs::path(root) / kEntriesDir).string();
+  struct stat st {};
+  if (::lstat(entries.c_str(), &st) != 0) {
+    if (errno == ENOENT) return {};
+    return error(Code::io_error, "cannot stat '{}': {}", entries, std::strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode))
+    return error(Code::unavailable, "'{}' is a symbolic link; expected the store's own directory", entries);
+  return check_trusted_dir(entries);
+}
+
+// Why an opened entry file must not be used, or ok: who may have written it. A read-only layer
+// may hold root's files (an administrator's shared store); the writable root only the user's.
+Status check_entry_owner(const struct stat& st, const std::string& path, bool read_only) {
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me && !(read_only && st.st_uid == 0))
+    return error(Code::unavailable, "entry '{}' is owned by uid {}; expected your own (uid {}){}", path,
+                 st.st_uid, me, read_only ? " or root's" : "");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return error(Code::unavailable, "entry '{}' is writable by group or other (mode {:04o})", path,
+                 st.st_mode & 07777);
+  return {};
+}
+
+// Opens an entry file for reading: a regular file, not through a link, without blocking, from
+// a trusted owner, within the size cap. not_found: nothing there (or it vanished).
+Result<UniqueFd> open_entry(const std::string& path, bool read_only, struct stat& st) {
+  MOEJIT_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, Links::refuse, &st));
+  MOEJIT_TRY(check_entry_owner(st, path, read_only));
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxEntryBytes)
+    return error(Code::corrupt, "entry '{}' holds {} bytes; expected at most {}", path, st.st_size, kMaxEntryBytes);
+  return fd;
+}
+
+// The pid in a temporary's name ".<name>.<pid>.<n>.<random>.tmp" (fs.cpp unique_suffix), or 0.
+long temporary_pid(std::string_view name) {
+  if (!name.ends_with(kTempSuffix)) return 0;
+  name.remove_suffix(kTempSuffix.size());
+  for (int i = 0; i < 2; ++i) {
+    auto dot = name.rfind('.');
+    if (dot == std::string_view::npos) return 0;
+    name = name.substr(0, dot);
+  }
+  auto dot = name.rfind('.');
+  if (dot == std::string_view::npos) return 0;
+  long pid = 0;
+  auto digits = name.substr(dot + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  return ec == std::errc() && end == digits.data() + digits.size() ? pid : 0;
 }
 
 }  // namespace
@@ -85,6 +147,12 @@ std::string default_lock_dir() {
 }
 
 Result<StoreOptions> StoreOptions::from_environment() {
+  for (const char* name : {"MOEJIT_CACHE_DIR", "MOEJIT_LOCK_DIR"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value == '\0')
+      return error(Code::invalid_argument,
+                   "{} is set but empty; expected a directory (unset it to use the default)", name);
+  }
   StoreOptions o;
   o.dir = default_store_dir();
   if (auto ro = env_string("MOEJIT_CACHE_READONLY")) {
@@ -105,29 +173,51 @@ Result<StoreOptions> StoreOptions::from_environment() {
 }
 
 Store::Store(StoreOptions options) : options_(std::move(options)) {
-  read_roots_ = options_.read_only;
+  for (const auto& root : options_.read_only) {
+    if (Status s = check_layer(root); s.ok()) read_roots_.push_back(root);
+    else add_problem(fmt::format("read-only kernel store layer '{}' is not used: {}", root, s.message()));
+  }
   if (options_.dir.empty()) {
     memory_only_ = true;
   } else {
     std::string entries = (fs::path(options_.dir) / kEntriesDir).string();
     Status s = make_private_dirs(entries);
-    if (s.ok()) s = probe_writable(entries);
-    if (!s.ok()) {
+    // An untrusted root is neither written nor read: its entries could be anyone's code.
+    Status trusted = s.ok() ? check_layer(options_.dir) : Status();
+    if (s.ok() && trusted.ok()) s = probe_writable(entries);
+    if (!trusted.ok()) {
+      degrade_to_memory_only(trusted.message());
+    } else if (!s.ok()) {
       std::error_code ec;
-      if (fs::is_directory(entries, ec)) read_roots_.push_back(options_.dir);
+      if (fs::is_directory(entries, ec) && check_layer(options_.dir).ok()) read_roots_.push_back(options_.dir);
       degrade_to_memory_only(s.message());
     }
   }
   if (!options_.lock_dir.empty()) {
-    if (Status s = make_private_dirs(options_.lock_dir); !s.ok()) {
-      log(LogLevel::warn, "lock directory unusable ({}); processes may compile a kernel twice",
-          s.message());
+    if (Status s = make_private_dir_checked(options_.lock_dir); !s.ok()) {
+      add_problem(fmt::format("lock directory unusable ({}); processes may compile a kernel twice",
+                              s.message()));
       options_.lock_dir.clear();
     }
   }
 }
 
+void Store::add_problem(std::string what) {
+  log(LogLevel::warn, "{}", what);
+  std::lock_guard lock(problems_mutex_);
+  problems_.push_back(std::move(what));
+}
+
+std::vector<std::string> Store::problems() const {
+  std::lock_guard lock(problems_mutex_);
+  return problems_;
+}
+
 void Store::degrade_to_memory_only(const std::string& why) {
+  if (!memory_only_.exchange(true)) {
+    std::lock_guard lock(problems_mutex_);
+    problems_.push_back(fmt::format("kernel store '{}' is memory-only: {}", options_.dir, why));
+  }
   memory_only_ = true;
   warn_once(warned_memory_only_,
             "kernel store '{}' is not writable ({}); compiled kernels are kept in memory only",
@@ -150,30 +240,37 @@ std::optional<Entry> Store::load(const Hash128& key, std::string_view material) 
 std::optional<Entry> Store::load_from(const std::string& root, bool writable, const Hash128& key,
                                       std::string_view material) {
   std::string path = entry_path(root, key);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno != ENOENT) log(LogLevel::warn, "cannot open store entry '{}': {}", path, std::strerror(errno));
-    return std::nullopt;
-  }
-  // Shared lock while reading: prune takes it exclusively, so a loading entry is never evicted.
-  while (::flock(fd.get(), LOCK_SH) != 0 && errno == EINTR) {
-  }
-  auto bytes = read_fd(fd.get(), path);
-  if (!bytes.ok()) {
-    log(LogLevel::warn, "{}", bytes.status().message());
-    return std::nullopt;
-  }
-  auto entry = decode_entry(*bytes);
+  struct stat st {};
+  auto fd = open_entry(path, !writable, st);
   Status bad;
-  if (!entry.ok()) bad = entry.status();
-  else if (entry->key != key || entry->key_material != material)
-    bad = Status(Code::corrupt, "the entry holds another key's kernel");
+  std::optional<Entry> entry;
+  if (!fd.ok()) {
+    if (fd.status().code() == Code::not_found) return std::nullopt;
+    bad = fd.status();
+  } else {
+    // Shared lock while reading: prune takes it exclusively, so a loading entry is never evicted.
+    while (::flock(fd->get(), LOCK_SH) != 0 && errno == EINTR) {
+    }
+    auto bytes = read_fd(fd->get(), path, kMaxEntryBytes);
+    if (!bytes.ok()) {
+      bad = bytes.status();
+    } else if (auto decoded = decode_entry(*bytes); !decoded.ok()) {
+      bad = decoded.status();
+    } else if (decoded->key != key || decoded->key_material != material) {
+      bad = Status(Code::corrupt, "the entry holds another key's kernel");
+    } else {
+      entry = std::move(decoded).value();
+    }
+  }
   if (!bad.ok()) {
     counters_.corrupt++;
-    if (writable && same_file(fd.get(), path) &&
+    // Whatever is at the path (a damaged file, a directory, a FIFO, a link) goes aside, so that
+    // one bad path costs one rebuild and the publish that follows succeeds.
+    bool still_there = fd.ok() ? same_file(fd->get(), path) : true;
+    if (writable && still_there &&
         ::rename(path.c_str(), (path + std::string(kCorruptSuffix)).c_str()) == 0) {
-      log(LogLevel::warn, "store entry '{}' failed verification ({}); moved aside to *{} and rebuilding",
-          path, bad.message(), kCorruptSuffix);
+      log(LogLevel::warn, "store entry '{}' failed verification ({}); moved aside to *{} and rebuilding", path,
+          bad.message(), kCorruptSuffix);
     } else {
       log(LogLevel::warn, "store entry '{}' failed verification ({}); ignored", path, bad.message());
     }
@@ -182,16 +279,29 @@ std::optional<Entry> Store::load_from(const std::string& root, bool writable, co
   if (writable) {
     // The last-use stamp for LRU eviction is the file's mtime, set explicitly on every hit.
     struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-    ::futimens(fd.get(), times);
+    ::futimens(fd->get(), times);
   }
   counters_.disk_hits++;
-  return std::move(entry).value();
+  return entry;
 }
 
 Status Store::publish(const Entry& entry) {
   if (memory_only())
     return error(Code::unavailable, "kernel store '{}' is memory-only", options_.dir);
-  Status s = write_file_atomic(entry_path(options_.dir, entry.key), encode_entry(entry));
+  std::string path = entry_path(options_.dir, entry.key);
+  // Something other than a file at this key's path (a directory, say) fails this key alone;
+  // the rest of the store stays on disk. verify, clear and prune remove it.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    counters_.publish_failures++;
+    Status s = error(Code::io_error,
+                     "cannot publish '{}': something other than a regular file is at that path; "
+                     "`moejit cache verify` moves it aside",
+                     path);
+    log(LogLevel::warn, "{}", s.message());
+    return s;
+  }
+  Status s = write_file_atomic(path, encode_entry(entry));
   if (!s.ok()) {
     counters_.publish_failures++;
     degrade_to_memory_only(s.message());
@@ -229,9 +339,13 @@ std::vector<EntryInfo> Store::list() const {
       EntryInfo info;
       info.path = path;
       info.read_only = read_only;
-      info.bytes = static_cast<std::uint64_t>(st.st_size);
+      info.regular_file = S_ISREG(st.st_mode);
+      info.bytes = info.regular_file ? static_cast<std::uint64_t>(st.st_size) : 0;
       info.last_use_unix_ms = mtime_ms(st);
-      auto bytes = read_file(path);
+      struct stat opened {};
+      auto fd = open_entry(path, read_only, opened);
+      if (!fd.ok() && fd.status().code() == Code::not_found) continue;  // evicted meanwhile
+      auto bytes = fd.ok() ? read_fd(fd->get(), path, kMaxEntryBytes) : Result<std::string>(fd.status());
       if (!bytes.ok()) {
         info.entry = bytes.status();
       } else {
@@ -249,32 +363,56 @@ std::vector<EntryInfo> Store::list() const {
   return out;
 }
 
+Status Store::move_aside(const EntryInfo& info) {
+  if (info.read_only || memory_only())
+    return error(Code::unavailable, "'{}' is in a read-only layer; only the writable root is repaired",
+                 info.path);
+  std::string aside = info.path + std::string(kCorruptSuffix);
+  if (::rename(info.path.c_str(), aside.c_str()) != 0 && errno != ENOENT)
+    return error(Code::io_error, "cannot move '{}' aside: {}", info.path, std::strerror(errno));
+  return {};
+}
+
 PruneResult Store::prune(std::uint64_t max_bytes) {
   PruneResult r;
   if (memory_only()) return r;
   std::error_code ec;
   fs::path dir = fs::path(options_.dir) / kEntriesDir;
   auto now = std::chrono::system_clock::now();
-  // Leftovers first: corrupt entries moved aside and temporaries of dead publishers.
+  std::uint64_t temporary_bytes = 0;
+  // Leftovers first: entries moved aside, non-files at entry paths, dead publishers' temporaries.
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
     std::string name = it->path().filename().string();
     struct stat st {};
-    if (::stat(it->path().c_str(), &st) != 0) continue;
-    bool corrupt = name.ends_with(kCorruptSuffix);
-    auto age = now - std::chrono::system_clock::time_point(
-                         std::chrono::milliseconds(mtime_ms(st)));
-    bool stale_temp = name.starts_with('.') && name.ends_with(kTempSuffix) && age > kStaleTemporary;
-    if ((corrupt || stale_temp) && ::unlink(it->path().c_str()) == 0) r.removed_other++;
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    bool aside = name.ends_with(kCorruptSuffix);
+    bool not_a_file = is_entry_name(name) && !S_ISREG(st.st_mode);
+    bool temporary = name.starts_with('.') && name.ends_with(kTempSuffix);
+    auto age = now - std::chrono::system_clock::time_point(std::chrono::milliseconds(mtime_ms(st)));
+    // A temporary whose publisher is gone will never be renamed; the age limit covers a pid
+    // reused since (and publishers on other hosts, if the store is shared over the network).
+    bool dead_temporary =
+        temporary && (age > kStaleTemporary ||
+                      (age > kDeadPublisherGrace && !process_alive(temporary_pid(name))));
+    if (aside || not_a_file || dead_temporary) {
+      std::error_code rm;
+      // remove_all never follows links: a link is removed, not what it points to.
+      if (fs::remove_all(it->path(), rm) > 0 && !rm) r.removed_other++;
+    } else if (temporary && S_ISREG(st.st_mode)) {
+      temporary_bytes += static_cast<std::uint64_t>(st.st_size);
+    }
   }
 
   auto entries = scan_entries(options_.dir);
+  std::erase_if(entries, [](auto& e) { return !S_ISREG(e.second.st_mode); });
+  r.bytes_before = temporary_bytes;
   for (auto& e : entries) r.bytes_before += static_cast<std::uint64_t>(e.second.st_size);
   r.bytes_after = r.bytes_before;
   std::sort(entries.begin(), entries.end(),
             [](auto& a, auto& b) { return mtime_ms(a.second) < mtime_ms(b.second); });
   for (auto& [path, st] : entries) {
     if (r.bytes_after <= max_bytes) break;
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd.valid()) continue;
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       r.skipped_in_use++;  // a loader holds it

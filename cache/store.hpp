@@ -7,10 +7,17 @@
 // be created or written degrades the store to memory-only (its existing entries stay readable)
 // with one warning; so does a publish that fails (full disk). Nothing here fails a caller that
 // could go on without the disk.
+//
+// The store holds code (CUBINs, shared objects the host backend dlopens), so it trusts only
+// what the effective user or root controls: a root or layer whose directories another user owns
+// or can write is not used at all (one warning says why), and an entry file is read only if it
+// is a regular file, reached without a symbolic link, owned by the effective user (or root, in
+// a read-only layer) and writable by nobody else. Checksums prove integrity, not authorship.
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +38,8 @@ struct StoreOptions {
 
   // MOEJIT_CACHE_DIR, MOEJIT_CACHE_READONLY (':'-separated), MOEJIT_LOCK_DIR,
   // MOEJIT_CACHE_MAX_BYTES (default 4G), MOEJIT_LOCK_TIMEOUT_MS (default 60000).
+  // MOEJIT_CACHE_DIR or MOEJIT_LOCK_DIR set but empty is an error: a script whose variable is
+  // unset must not fall back to (and then clear) the user's real store.
   static Result<StoreOptions> from_environment();
 };
 
@@ -54,6 +63,7 @@ struct StoreStats {
 struct EntryInfo {
   std::string path;
   bool read_only = false;        // found in a read-only layer
+  bool regular_file = true;      // false: a directory, FIFO, link... at an entry's path
   std::uint64_t bytes = 0;
   std::int64_t last_use_unix_ms = 0;
   Result<Entry> entry = Status(Code::internal, "not read");  // decoded and verified, or why not
@@ -63,7 +73,8 @@ struct PruneResult {
   std::uint64_t bytes_before = 0;
   std::uint64_t bytes_after = 0;
   std::uint64_t removed_entries = 0;
-  std::uint64_t removed_other = 0;   // stale temporaries and moved-aside corrupt entries
+  std::uint64_t removed_other = 0;   // dead publishers' temporaries, moved-aside entries, and
+                                     // anything not a regular file at an entry's path
   std::uint64_t skipped_in_use = 0;  // entries being loaded, left in place
 };
 
@@ -85,16 +96,27 @@ class Store {
   // The cross-process lock for `key` (not held if locking is off, failed or timed out).
   KeyLock lock_key(const Hash128& key);
 
-  // Every entry file in every layer, read-only layers first.
+  // Every entry in every layer, read-only layers first; each decoded and verified (or why
+  // not). Something at an entry's path that is not a regular file is listed as bad; an entry
+  // removed meanwhile (evicted by another process) is left out.
   std::vector<EntryInfo> list() const;
 
+  // Moves a bad entry of the writable root aside to *.corrupt (prune removes it), whatever it
+  // is: a damaged file, a directory, a FIFO, a link. Entries of read-only layers are refused.
+  Status move_aside(const EntryInfo& info);
+
   // Least-recently-used entries of the writable root are removed until it holds at most
-  // `max_bytes`; entries being loaded are never removed. Also removes stale temporaries and
-  // moved-aside corrupt entries.
+  // `max_bytes` (temporaries of publishes in progress count); entries being loaded are never
+  // removed. First removes moved-aside entries, anything at an entry's path that is not a
+  // regular file, and temporaries of publishers that died (their process is gone, or they are
+  // over an hour old).
   PruneResult prune(std::uint64_t max_bytes);
 
   StoreStats stats() const;
   bool memory_only() const { return memory_only_.load(); }
+  // Why a layer, the writable root or the lock directory is not in use (each also logged once
+  // as a warning); empty when all is well. `moejit cache stat` and `verify` report these.
+  std::vector<std::string> problems() const;
   const StoreOptions& options() const { return options_; }
   std::string entry_path(const std::string& root, const Hash128& key) const;
 
@@ -102,11 +124,14 @@ class Store {
   std::optional<Entry> load_from(const std::string& root, bool writable, const Hash128& key,
                                  std::string_view material);
   void degrade_to_memory_only(const std::string& why);
+  void add_problem(std::string what);
 
   StoreOptions options_;
   std::atomic<bool> memory_only_{false};
   std::atomic<bool> warned_memory_only_{false};
   std::vector<std::string> read_roots_;  // read_only plus an unwritable but readable dir
+  mutable std::mutex problems_mutex_;
+  std::vector<std::string> problems_;
 
   struct Counters {
     std::atomic<std::uint64_t> disk_hits{0}, disk_misses{0}, corrupt{0}, published{0},

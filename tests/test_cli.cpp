@@ -187,10 +187,13 @@ TEST_CASE("moejit cache stat ls verify prune clear export import") {
   CHECK(verify.doc["ok"] == false);
   REQUIRE(verify.doc["bad"].size() == 1);
   CHECK(verify.doc["bad"][0]["path"] == bad_path);
+  CHECK(verify.doc["bad"][0]["moved_aside"] == true);  // rebuilt when next needed
+  CHECK(moejit_json(dir, {"cache", "verify"}).exit_code == 0);
 
   auto prune = moejit_json(dir, {"cache", "prune", "--max-bytes", "1"});
   CHECK(prune.exit_code == 0);
-  CHECK(prune.doc["removed_entries"] == 2);
+  CHECK(prune.doc["removed_entries"] == 1);
+  CHECK(prune.doc["removed_other"] == 1);  // the entry verify moved aside
   CHECK(moejit_json(dir, {"cache", "stat"}).doc["entries"] == 0);
 
   auto imported = moejit_json(dir, {"cache", "import", dir / "bundle.mjb"});

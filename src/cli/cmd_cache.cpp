@@ -61,7 +61,9 @@ Command add_cache_command(CLI::App& app, const GlobalOptions& g) {
   cache->require_subcommand(1);
   auto* stat = cache->add_subcommand("stat", "Where the store is and how much it holds");
   auto* ls = cache->add_subcommand("ls", "List every entry of every layer");
-  auto* verify = cache->add_subcommand("verify", "Check every entry; exit 1 if any is bad");
+  auto* verify = cache->add_subcommand(
+      "verify", "Check every entry and move bad ones of the writable root aside; exit 1 if any was bad "
+                "or a layer is not usable");
   auto* prune = cache->add_subcommand("prune", "Evict least-recently-used entries to a size");
   auto max_bytes = std::make_shared<std::string>();
   prune->add_option("--max-bytes", *max_bytes, "Size to prune to (bytes; K/M/G suffixes)")->required();
@@ -89,7 +91,8 @@ Command add_cache_command(CLI::App& app, const GlobalOptions& g) {
       }
       Json doc{{"dir", o.dir},       {"read_only", o.read_only}, {"lock_dir", o.lock_dir},
                {"memory_only", s.memory_only()}, {"entries", entries},
-               {"bytes", bytes},     {"bad_entries", bad},      {"max_bytes", o.max_bytes}};
+               {"bytes", bytes},     {"bad_entries", bad},      {"max_bytes", o.max_bytes},
+               {"problems", s.problems()}};
       return print(g, doc);
     }
     if (ls->parsed()) {
@@ -98,15 +101,24 @@ Command add_cache_command(CLI::App& app, const GlobalOptions& g) {
       return print(g, Json{{"entries", list}});
     }
     if (verify->parsed()) {
+      // Bad entries of the writable root are moved aside (and rebuilt when next needed), so
+      // that one bad path - a damaged file, a directory, a FIFO - costs one key, once.
       Json bad_list = Json::array();
       std::uint64_t checked = 0;
       for (const auto& info : s.list()) {
         ++checked;
-        if (!info.entry.ok())
-          bad_list.push_back({{"path", info.path}, {"error", info.entry.status().message()}});
+        if (info.entry.ok()) continue;
+        Json bad{{"path", info.path}, {"error", info.entry.status().message()}, {"moved_aside", false}};
+        if (!info.read_only) {
+          Status moved = s.move_aside(info);
+          bad["moved_aside"] = moved.ok();
+          if (!moved.ok()) bad["move_error"] = moved.message();
+        }
+        bad_list.push_back(std::move(bad));
       }
-      bool ok = bad_list.empty();
-      print(g, Json{{"ok", ok}, {"checked", checked}, {"bad", bad_list}});
+      auto problems = s.problems();
+      bool ok = bad_list.empty() && problems.empty();
+      print(g, Json{{"ok", ok}, {"checked", checked}, {"bad", bad_list}, {"problems", problems}});
       return ok ? 0 : 1;
     }
     if (prune->parsed()) {

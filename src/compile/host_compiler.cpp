@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 #include "compile/source_dump.hpp"
@@ -26,13 +27,20 @@ constexpr const char* kTemplateDir = "templates";
 constexpr const char* kOutputName = "kernel.so";
 
 // A mkdtemp directory, removed with its contents when the compile is over.
+constexpr std::string_view kTempPrefix = "moejit-host-";
 class CompileDir {
  public:
   static Result<CompileDir> create() {
     std::error_code ec;
     fs::path base = fs::temp_directory_path(ec);
     if (ec) base = "/tmp";
-    std::string pattern = (base / "moejit-host-XXXXXX").string();
+    // Directories of compiles killed midway are removed by the next process that compiles.
+    static std::once_flag swept;
+    std::call_once(swept, [&] {
+      if (std::size_t n = remove_dead_process_temporaries(base.string(), kTempPrefix))
+        log(LogLevel::info, "removed {} host compile directories of processes that died", n);
+    });
+    std::string pattern = (base / fmt::format("{}{}-XXXXXX", kTempPrefix, ::getpid())).string();
     if (::mkdtemp(pattern.data()) == nullptr)
       return error(Code::io_error, "cannot create a host compile directory from '{}': {}",
                    pattern, std::strerror(errno));

@@ -22,7 +22,17 @@ bool dump_every_compile() { return env_string("MOEJIT_DUMP_DIR").has_value(); }
 Result<std::string> dump_sources(const codegen::GeneratedKernel& kernel,
                                  const codegen::TemplateSet& templates) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::path(dump_root()) / (kernel.source_name + "." + unique_suffix());
+  const std::string root = dump_root();
+  // The default root sits in the shared temporary directory, where another user could have
+  // made it first (or a link in its place): it must be a private directory of ours. A root the
+  // user named may be shared with their group, but must not be someone else's.
+  if (dump_every_compile()) {
+    MOEJIT_TRY(make_private_dirs(root));
+    MOEJIT_TRY(check_trusted_dir(root));
+  } else {
+    MOEJIT_TRY(make_private_dir_checked(root));
+  }
+  fs::path dir = fs::path(root) / (kernel.source_name + "." + unique_suffix());
   for (const auto& header : kernel.headers) {
     fs::path target = dir / header;
     MOEJIT_TRY(make_private_dirs(target.parent_path().string()));

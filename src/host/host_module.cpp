@@ -64,7 +64,8 @@ void* open_from_temp_file(const std::string& binary, std::string& why) {
   std::error_code ec;
   auto dir = std::filesystem::temp_directory_path(ec);
   if (ec) dir = "/tmp";
-  std::string path = (dir / "moejit-host-kernel-XXXXXX.so").string();
+  // The host compiler's prefix and pid, so that its sweep removes this file if we die here.
+  std::string path = (dir / fmt::format("moejit-host-{}-kernel-XXXXXX.so", ::getpid())).string();
   UniqueFd fd(::mkostemps(path.data(), 3, O_CLOEXEC));
   if (!fd.valid()) {
     why = fmt::format("mkostemps in {}: {}", dir.string(), std::strerror(errno));

@@ -45,4 +45,16 @@ Hash128 Hasher128::digest() const {
   return {h.high64, h.low64};
 }
 
+Hasher64::Hasher64() : state_(XXH3_createState()) {
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+
+Hasher64::~Hasher64() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+
+void Hasher64::update(const void* data, std::size_t size) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, size);
+}
+
+std::uint64_t Hasher64::digest() const { return XXH3_64bits_digest(static_cast<XXH3_state_t*>(state_)); }
+
 }  // namespace moejit

@@ -38,4 +38,20 @@ class Hasher128 {
   void* state_;
 };
 
+// Incremental XXH3-64 over several pieces (a bundle's trailer, streamed).
+class Hasher64 {
+ public:
+  Hasher64();
+  ~Hasher64();
+  Hasher64(const Hasher64&) = delete;
+  Hasher64& operator=(const Hasher64&) = delete;
+
+  void update(const void* data, std::size_t size);
+  void update(std::string_view s) { update(s.data(), s.size()); }
+  std::uint64_t digest() const;
+
+ private:
+  void* state_;
+};
+
 }  // namespace moejit
