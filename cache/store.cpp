@@ -220,7 +220,7 @@ void Store::degrade_to_memory_only(const std::string& why) {
   }
   memory_only_ = true;
   warn_once(warned_memory_only_,
-            "kernel store '{}' is not writable ({}); compiled kernels are kept in memory only",
+            "kernel store '{}' cannot be used on disk ({}); compiled kernels are kept in memory only",
             options_.dir, why);
 }
 

@@ -355,7 +355,7 @@ TEST_CASE("a FIFO or a link to /dev/zero at an entry path is reported bad, never
   CHECK(s.prune(UINT64_MAX).removed_other == 1);  // the thing moved aside
 }
 
-TEST_CASE("moejit cache verify, ls, stat and export finish with a FIFO at an entry path; verify repairs it") {
+TEST_CASE("moejit cache verify, ls, stat and export finish with a FIFO at an entry path and verify repairs it") {
   TempDir dir;
   store::StoreOptions o = store_options_in(dir);
   store::Entry good = random_entry(), other = random_entry();
@@ -447,7 +447,7 @@ TEST_CASE("a huge file that starts like a bundle is rejected without reading it 
 // ---------------------------------------------------------------------------------------------
 // Item 4: a directory at one entry path costs that key alone, and verify/clear repair it.
 
-TEST_CASE("a directory at one entry path fails that key alone; verify and clear remove it") {
+TEST_CASE("a directory at one entry path fails that key alone and verify or clear remove it") {
   TempDir dir;
   store::StoreOptions o = store_options_in(dir);
   store::Store s(o);
