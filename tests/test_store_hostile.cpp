@@ -505,7 +505,7 @@ TEST_CASE("entries that vanish during list, verify and export are skipped") {
     for (const auto& e : entries) {
       if (stop) break;
       ::unlink(s.entry_path(o.dir, e.key).c_str());
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
   int bad = 0, export_failures = 0, rounds = 0;
