@@ -5,6 +5,10 @@
 namespace moejit::cli {
 namespace {
 
+// Messages and paths come from users and the file system and need not be UTF-8 (a file name, a
+// byte of a bad spec); dump() would throw on them, so they are printed with U+FFFD instead.
+std::string dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 void print_text(const Json& doc, const std::string& indent) {
   for (const auto& [key, value] : doc.items()) {
     if (value.is_object()) {
@@ -17,7 +21,7 @@ void print_text(const Json& doc, const std::string& indent) {
         std::printf("\n");
       }
     } else {
-      std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+      std::string text = value.is_string() ? value.get<std::string>() : dump(value);
       std::printf("%s%s: %s\n", indent.c_str(), key.c_str(), text.c_str());
     }
   }
@@ -26,7 +30,7 @@ void print_text(const Json& doc, const std::string& indent) {
 }  // namespace
 
 int print(const GlobalOptions& g, const Json& doc) {
-  if (g.json) std::printf("%s\n", doc.dump().c_str());
+  if (g.json) std::printf("%s\n", dump(doc).c_str());
   else print_text(doc, "");
   return 0;
 }
@@ -35,7 +39,7 @@ int fail(const GlobalOptions& g, const Status& status) {
   if (g.json) {
     Json doc;
     doc["error"] = {{"code", code_name(status.code())}, {"message", status.message()}};
-    std::printf("%s\n", doc.dump().c_str());
+    std::printf("%s\n", dump(doc).c_str());
   } else {
     std::fprintf(stderr, "moejit: error: %s\n", status.to_string().c_str());
   }

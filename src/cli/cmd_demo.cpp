@@ -145,8 +145,13 @@ double activation(Epilogue a, double gate, double up) {
 
 Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   dispatch::MoeLayerShape shape;
-  if (std::filesystem::exists(a.model)) {
+  // The error_code form: a path the system cannot even look up (too long, no permission) is an
+  // error for --model, not an exception.
+  std::error_code exists_error;
+  if (std::filesystem::exists(a.model, exists_error)) {
     MOEJIT_ASSIGN_OR_RETURN(shape, dispatch::read_hf_config(a.model));
+  } else if (exists_error) {
+    return error(Code::io_error, "--model {}: cannot look it up: {}", a.model, exists_error.message());
   } else if (a.model == kDefaultModel) {
     shape = {"qwen3_moe", 2048, 768, 128, 8, Epilogue::silu_and_mul};  // the default file's values
   } else {

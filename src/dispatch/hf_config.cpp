@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "support/fs.hpp"
+#include "support/json_input.hpp"
 
 namespace moejit::dispatch {
 namespace {
@@ -20,8 +21,8 @@ Result<std::uint32_t> first_of(const json& doc, std::initializer_list<const char
     auto it = doc.find(name);
     if (it == doc.end() || it->is_null()) continue;
     if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 || it->get<std::uint64_t>() > 1u << 30)
-      return error(Code::invalid_argument, "{}: '{}' = {}: expected a positive integer ({})", what, name, it->dump(),
-                   meaning);
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected a positive integer ({})", what, name,
+                   json_excerpt(*it), meaning);
     return static_cast<std::uint32_t>(it->get<std::uint64_t>());
   }
   return error(Code::invalid_argument, "{}: no {} ({}); expected one of: {}", what, meaning, "not an MoE config?", tried);
@@ -30,14 +31,27 @@ Result<std::uint32_t> first_of(const json& doc, std::initializer_list<const char
 }  // namespace
 
 Result<MoeLayerShape> parse_hf_config(std::string_view text, std::string_view what) {
-  json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return error(Code::invalid_argument, "{}: not a JSON object", what);
+  MOEJIT_ASSIGN_OR_RETURN(json doc, parse_json_input(text, what));
+  if (!doc.is_object())
+    return error(Code::invalid_argument, "{}: expected a JSON object (a Hugging Face config.json), got {}", what,
+                 doc.type_name());
   // Multimodal wrappers keep the language model's fields under text_config.
-  if (doc.contains("text_config") && doc["text_config"].is_object() && !doc.contains("hidden_size"))
-    doc = doc["text_config"];
+  if (auto wrapped = doc.find("text_config");
+      wrapped != doc.end() && !wrapped->is_null() && !doc.contains("hidden_size")) {
+    if (!wrapped->is_object())
+      return error(Code::invalid_argument, "{}: 'text_config' = {}: expected an object (the language model's config)",
+                   what, json_excerpt(*wrapped));
+    json inner = std::move(*wrapped);
+    doc = std::move(inner);
+  }
   MoeLayerShape s;
-  s.model_type = doc.value("model_type", std::string());
+  // Absent is fine (the family then gets the default activation); anything but a string is not.
+  if (auto type = doc.find("model_type"); type != doc.end()) {
+    if (!type->is_string())
+      return error(Code::invalid_argument, "{}: 'model_type' = {}: expected a string (e.g. \"gpt_oss\") or no such key",
+                   what, json_excerpt(*type));
+    s.model_type = type->get<std::string>();
+  }
   MOEJIT_ASSIGN_OR_RETURN(s.hidden, first_of(doc, {"hidden_size", "d_model"}, what, "hidden size"));
   // The expert FFN width: families with dense layers too name it moe_intermediate_size.
   MOEJIT_ASSIGN_OR_RETURN(s.intermediate, first_of(doc, {"moe_intermediate_size", "expert_intermediate_size",

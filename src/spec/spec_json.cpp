@@ -4,6 +4,7 @@
 
 #include "spec/spec_fields.hpp"
 #include "support/fs.hpp"
+#include "support/json_input.hpp"
 
 namespace moejit {
 namespace {
@@ -27,11 +28,11 @@ Result<std::uint32_t> field_value(const SpecField& f, const json& v) {
         if (f.value_names[i] == name) return static_cast<std::uint32_t>(i);
     }
     return error(Code::invalid_argument, "spec field '{}' = {}: expected one of: {}", f.name,
-                 v.dump(), expected_names(f));
+                 json_excerpt(v), expected_names(f));
   }
   if (!v.is_number_unsigned() || v.get<std::uint64_t>() > f.max_value)
     return error(Code::invalid_argument,
-                 "spec field '{}' = {}: expected an unsigned integer in [0, {}]", f.name, v.dump(),
+                 "spec field '{}' = {}: expected an unsigned integer in [0, {}]", f.name, json_excerpt(v),
                  f.max_value);
   return static_cast<std::uint32_t>(v.get<std::uint64_t>());
 }
@@ -39,9 +40,7 @@ Result<std::uint32_t> field_value(const SpecField& f, const json& v) {
 }  // namespace
 
 Result<KernelSpec> parse_spec_json(std::string_view text) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded())
-    return error(Code::invalid_argument, "spec: not valid JSON");
+  MOEJIT_ASSIGN_OR_RETURN(json doc, parse_json_input(text, "spec"));
   if (!doc.is_object())
     return error(Code::invalid_argument, "spec: expected a JSON object of KernelSpec fields");
   KernelSpec spec{};
