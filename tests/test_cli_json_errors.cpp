@@ -199,7 +199,7 @@ TEST_CASE("moejit --json: every command-line error is the JSON error object and 
   }
 }
 
-TEST_CASE("moejit --json with no command is an error listing the commands; --help stays help") {
+TEST_CASE("moejit --json with no command is an error listing the commands, and --help stays help") {
   TempDir dir;
   const Json e = json_error(moejit_run(dir, {"--json"}));
   CHECK(e["code"] == "invalid_argument");
