@@ -218,7 +218,6 @@ void Store::degrade_to_memory_only(const std::string& why) {
     std::lock_guard lock(problems_mutex_);
     problems_.push_back(fmt::format("kernel store '{}' is memory-only: {}", options_.dir, why));
   }
-  memory_only_ = true;
   warn_once(warned_memory_only_,
             "kernel store '{}' cannot be used on disk ({}); compiled kernels are kept in memory only",
             options_.dir, why);

@@ -189,3 +189,14 @@ TEST_CASE("grouped GEMM template constraints: warp split and shared memory per t
   s.stages = 4;
   CHECK(codegen::generate_kernel(s, *templates).ok());
 }
+
+TEST_CASE("grouped GEMM n and k are bounded by what the kernel's offsets hold") {
+  KernelSpec s = gemm_spec();
+  REQUIRE(validate_spec(s).ok());
+  s.n = 4294967264u;
+  auto big_n = validate_spec(s);
+  CHECK(big_n.message().find("field 'n' = 4294967264: expected at most 1048576") != std::string::npos);
+  s.n = 1u << 20;
+  s.k = 1u << 20;
+  CHECK(validate_spec(s).message().find("expected at most 2147483648") != std::string::npos);
+}

@@ -24,8 +24,6 @@
 #include "cache/bundle.hpp"
 #include "cache/store.hpp"
 #include "compile/source_dump.hpp"
-#include "spec/kernel_spec.hpp"
-#include "kernels/kernel_def.hpp"
 #include "support/fs.hpp"
 #include "test_support.hpp"
 
@@ -611,36 +609,6 @@ TEST_CASE("per-process temporaries of dead processes are removed, others kept") 
   fs::create_directories(dir / fmt::format("moejit-host-{}-theirs", child));
   give_to_other_user(dir / fmt::format("moejit-host-{}-theirs", child));
   CHECK(remove_dead_process_temporaries(dir.path(), "moejit-host-") == 0);
-}
-
-TEST_CASE("grouped GEMM n and k are bounded by what the kernel's offsets hold") {
-  KernelSpec s{};
-  s.op = Op::grouped_gemm;
-  s.backend = Backend::device;
-  s.arch = Arch::sm_90a;
-  s.weight = WeightFormat::mxfp4;
-  s.scale = DType::e8m0;
-  s.act = DType::bf16;
-  s.out = DType::bf16;
-  s.layout = Layout::indexed;
-  s.epilogue = Epilogue::none;
-  s.group_size = 32;
-  s.experts = 8;
-  s.bm = 16;
-  s.bn = 128;
-  s.bk = 64;
-  s.stages = 4;
-  s.warps = 4;
-  s.split_k = 1;
-  s.n = 4096;
-  s.k = 4096;
-  REQUIRE(validate_spec(s).ok());
-  s.n = 4294967264u;
-  auto big_n = validate_spec(s);
-  CHECK(big_n.message().find("field 'n' = 4294967264: expected at most 1048576") != std::string::npos);
-  s.n = 1u << 20;
-  s.k = 1u << 20;
-  CHECK(validate_spec(s).message().find("expected at most 2147483648") != std::string::npos);
 }
 
 TEST_CASE("an entry whose payload kind does not match its backend is refused, in a bundle too") {
