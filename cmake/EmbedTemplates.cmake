@@ -1,7 +1,7 @@
 # Embeds every file under templates/ into the library as bytes, keyed by its logical path
 # (the path relative to templates/). An installed moejit needs no source tree, and keys never
 # depend on where the checkout lives.
-set(MOEJIT_TEMPLATE_ROOT ${CMAKE_SOURCE_DIR}/templates)
+set(MOEJIT_TEMPLATE_ROOT ${PROJECT_SOURCE_DIR}/templates)
 
 function(moejit_embed_templates out_cpp)
   file(GLOB_RECURSE files CONFIGURE_DEPENDS RELATIVE ${MOEJIT_TEMPLATE_ROOT}
@@ -14,8 +14,8 @@ function(moejit_embed_templates out_cpp)
   add_custom_command(
     OUTPUT ${out_cpp}
     COMMAND ${CMAKE_COMMAND} -DROOT=${MOEJIT_TEMPLATE_ROOT} "-DFILES=${files}" -DOUT=${out_cpp}
-            -P ${CMAKE_SOURCE_DIR}/cmake/embed_templates_script.cmake
-    DEPENDS ${abs_files} ${CMAKE_SOURCE_DIR}/cmake/embed_templates_script.cmake
+            -P ${PROJECT_SOURCE_DIR}/cmake/embed_templates_script.cmake
+    DEPENDS ${abs_files} ${PROJECT_SOURCE_DIR}/cmake/embed_templates_script.cmake
     COMMENT "Embedding kernel templates"
     VERBATIM)
 endfunction()

@@ -1,0 +1,120 @@
+"""Arrays from NumPy and PyTorch as the extension takes them, and checks of what they hold.
+
+NumPy arrays (bfloat16 through ml_dtypes) and CPU tensors run on the host backend; CUDA tensors
+on the device backend. The extension checks contiguity and device; dtypes and shapes are
+checked here, where each argument's meaning is known, so the messages can say what was expected.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._errors import invalid
+
+_NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dtype(np.int32): "i32",
+                 np.dtype(np.uint8): "u8", np.dtype(np.int64): "i64", np.dtype(np.float64): "f64",
+                 np.dtype(np.uint16): "u16", np.dtype(np.int8): "i8"}
+
+
+def _torch():
+    """torch if the caller has imported it (a torch.Tensor cannot exist otherwise)."""
+    return sys.modules.get("torch")
+
+
+def is_torch(x: Any) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def dtype_name(x: Any) -> str:
+    if is_torch(x):
+        return _torch_dtype_names().get(x.dtype, str(x.dtype))
+    dt = x.dtype
+    if dt.name == "bfloat16":
+        return "bf16"
+    return _NUMPY_DTYPES.get(dt, dt.name)
+
+
+def _torch_dtype_names() -> dict:
+    torch = _torch()
+    return {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.int32: "i32",
+            torch.uint8: "u8", torch.int64: "i64", torch.float64: "f64", torch.int8: "i8"}
+
+
+def for_core(x: Any) -> Any:
+    """What the extension receives: the array itself, or for NumPy bfloat16 (which DLPack and the
+    buffer protocol cannot carry) a uint16 view of the same memory."""
+    if isinstance(x, np.ndarray) and x.dtype.name == "bfloat16":
+        return x.view(np.uint16)
+    return x
+
+
+def device_of(x: Any) -> tuple[str, int]:
+    """("cpu", 0) or ("cuda", ordinal)."""
+    if is_torch(x):
+        return (x.device.type, x.device.index or 0) if x.device.type == "cuda" else (x.device.type, 0)
+    if isinstance(x, np.ndarray):
+        return ("cpu", 0)
+    raise invalid(f"an argument is a {type(x).__name__}: expected a numpy.ndarray or a torch.Tensor")
+
+
+def check(x: Any, name: str, dtypes: Sequence[str], shape: Sequence[int | None] | None = None) -> Any:
+    """Checks that ``x`` is an array of one of ``dtypes`` with ``shape`` (None: any extent)."""
+    if not (isinstance(x, np.ndarray) or is_torch(x)):
+        raise invalid(f"argument '{name}' is a {type(x).__name__}: expected a numpy.ndarray or a torch.Tensor")
+    got = dtype_name(x)
+    if got not in dtypes:
+        raise invalid(f"argument '{name}' has dtype {got}: expected {' or '.join(dtypes)}")
+    if shape is not None:
+        actual = tuple(x.shape)
+        if len(actual) != len(shape) or any(e is not None and a != e for a, e in zip(actual, shape)):
+            want = "[" + ", ".join("*" if e is None else str(e) for e in shape) + "]"
+            raise invalid(f"argument '{name}' has shape {list(actual)}: expected {want}")
+    return x
+
+
+def check_optional(x: Any, name: str, dtypes: Sequence[str], shape: Sequence[int | None] | None = None) -> Any:
+    return None if x is None else check(x, name, dtypes, shape)
+
+
+def empty_bytes(like: Any, nbytes: int, *, device: tuple[str, int], zero: bool = False, align: int = 256) -> Any:
+    """A uint8 buffer of ``nbytes`` in the memory of ``device``, from the same library as ``like``
+    (NumPy for host memory unless ``like`` is a tensor), its start aligned to ``align`` bytes."""
+    if device[0] == "cuda" or is_torch(like):
+        torch = _torch()
+        dev = torch.device(device[0], device[1]) if device[0] == "cuda" else torch.device("cpu")
+        # CUDA allocations are 256-byte aligned; CPU tensors are over-allocated and sliced like NumPy's.
+        if dev.type == "cuda":
+            return (torch.zeros if zero else torch.empty)(nbytes, dtype=torch.uint8, device=dev)
+        raw = (torch.zeros if zero else torch.empty)(nbytes + align, dtype=torch.uint8)
+        offset = (-raw.data_ptr()) % align
+        return raw[offset:offset + nbytes]
+    raw = (np.zeros if zero else np.empty)(nbytes + align, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % align
+    return raw[offset:offset + nbytes]
+
+
+def empty(like: Any, shape: Sequence[int], dtype: str, *, device: tuple[str, int]) -> Any:
+    """An uninitialized array of ``shape`` and ``dtype`` ("bf16", "f16", "f32") beside ``like``."""
+    if device[0] == "cuda" or is_torch(like):
+        torch = _torch()
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
+        dev = torch.device(device[0], device[1]) if device[0] == "cuda" else torch.device("cpu")
+        return torch.empty(tuple(shape), dtype=dt, device=dev)
+    if dtype == "bf16":
+        import ml_dtypes
+        return np.empty(tuple(shape), dtype=ml_dtypes.bfloat16)
+    return np.empty(tuple(shape), dtype={"f16": np.float16, "f32": np.float32}[dtype])
+
+
+def current_stream(device: tuple[str, int]) -> int:
+    """torch's current stream on a CUDA device (as the CUstream handle), else 0."""
+    if device[0] != "cuda":
+        return 0
+    torch = _torch()
+    if torch is None:
+        return 0
+    return torch.cuda.current_stream(device[1]).cuda_stream

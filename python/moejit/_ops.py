@@ -1,0 +1,186 @@
+"""The launch calls: the fused MoE layer and the grouped GEMM, with their workspace sizes."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import _arrays, _core
+from ._context import Context
+from ._enums import DTYPES, EPILOGUES, LAYOUTS, lookup
+from ._errors import invalid
+from ._weights import PackedWeights
+
+_ACT_DTYPES = ("bf16", "f16")
+_OUT_DTYPES = ("bf16", "f16", "f32")
+
+
+def _activation(activation: str) -> int:
+    code = lookup(EPILOGUES, activation, "activation")
+    if code not in (EPILOGUES["silu"], EPILOGUES["swiglu_oai"]):
+        raise invalid(f"argument 'activation' = {activation!r}: expected 'silu' or 'swiglu_oai'")
+    return code
+
+
+def _check_weights(w: PackedWeights, name: str) -> None:
+    if not isinstance(w, PackedWeights):
+        raise invalid(f"argument '{name}' is a {type(w).__name__}: expected moejit.PackedWeights (moejit.pack_weights)")
+
+
+def fused_moe_workspace_size(ctx: Context, w13: PackedWeights, w2: PackedWeights, tokens: int, topk: int, *,
+                             act_dtype: str = "bf16", out_dtype: Optional[str] = None, activation: str = "silu",
+                             global_experts: int = 0, max_tokens: int = 0) -> int:
+    """Bytes of workspace ``fused_moe`` needs for up to ``max(tokens, max_tokens)`` tokens."""
+    _check_weights(w13, "w13")
+    _check_weights(w2, "w2")
+    return _core.fused_moe_workspace_size(ctx._core, w13._packed, w2._packed, lookup(DTYPES, act_dtype, "act_dtype"),
+                                          lookup(DTYPES, out_dtype or act_dtype, "out_dtype"), _activation(activation),
+                                          int(tokens), int(topk), int(global_experts), int(max_tokens))
+
+
+def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_weights, topk_ids, *,
+              activation: str = "silu", global_experts: int = 0, expert_map=None, output=None,
+              out_dtype: Optional[str] = None, workspace=None, max_tokens: int = 0,
+              apply_router_weight_on_input: bool = False, stream: Optional[int] = None):
+    """One MoE layer: output[t] = sum_k topk_weights[t,k] * w2_e(act(w13_e hidden[t])), e = topk_ids[t,k].
+
+    hidden [T, H] bf16/f16; w13 packed gate/up weights (N = 2I, K = H, packed from a
+    "concatenated" or "interleaved" row order); w2 down weights (N = H, K = I); topk_ids int32
+    [T, topk] global expert ids; topk_weights float32 [T, topk]; expert_map int32
+    [global_experts] -> local expert or -1 (expert parallelism; None: identity). output [T, H] of
+    out_dtype (default: hidden's) is allocated when None; workspace (uint8, at least
+    ``fused_moe_workspace_size`` bytes, 256-byte aligned, any contents) too, which is not
+    allowed under CUDA graph capture: pass both there. apply_router_weight_on_input (vLLM's
+    flag, topk must be 1): the weight scales the input row instead of the output. Returns output.
+    On a CUDA tensor the call is queued on ``stream`` (default: torch's current stream) without
+    synchronizing the host.
+    """
+    _check_weights(w13, "w13")
+    _check_weights(w2, "w2")
+    act = _arrays.check(hidden, "hidden", _ACT_DTYPES, (None, w13.k))
+    tokens = int(hidden.shape[0])
+    act_dtype = _arrays.dtype_name(act)
+    _arrays.check(topk_ids, "topk_ids", ("i32",), (tokens, None))
+    topk = int(topk_ids.shape[1])
+    _arrays.check(topk_weights, "topk_weights", ("f32",), (tokens, topk))
+    if expert_map is not None:
+        _arrays.check(expert_map, "expert_map", ("i32",), (None,))
+        if global_experts == 0:
+            global_experts = int(expert_map.shape[0])
+        elif int(expert_map.shape[0]) != global_experts:
+            raise invalid(f"argument 'expert_map' has shape {list(expert_map.shape)}: expected [{global_experts}] "
+                          "(global_experts)")
+    if output is None:
+        output = _arrays.empty(hidden, (tokens, w2.n), out_dtype or act_dtype, device=ctx.memory)
+    _arrays.check(output, "output", (out_dtype,) if out_dtype else _OUT_DTYPES, (tokens, w2.n))
+    out_dtype = _arrays.dtype_name(output)
+    if tokens == 0:
+        return output  # nothing routed, nothing written
+    if apply_router_weight_on_input:
+        if topk != 1:
+            raise invalid(f"apply_router_weight_on_input with topk = {topk}: expected topk = 1 (the weight of a "
+                          "token's single expert scales its input row)")
+        act = _scaled_rows(hidden, topk_weights)
+        topk_weights = _ones_like(topk_weights)
+    if workspace is None:
+        nbytes = fused_moe_workspace_size(ctx, w13, w2, tokens, topk, act_dtype=act_dtype, out_dtype=out_dtype,
+                                          activation=activation, global_experts=global_experts,
+                                          max_tokens=max_tokens)
+        workspace = _arrays.empty_bytes(hidden, nbytes, device=ctx.memory) if nbytes else None
+    else:
+        _arrays.check(workspace, "workspace", ("u8",), (None,))
+    stream = _arrays.current_stream(ctx.memory) if stream is None else stream
+    _core.fused_moe(ctx._core, w13._packed, w2._packed, DTYPES[act_dtype], DTYPES[out_dtype], _activation(activation),
+                    tokens, topk, int(global_experts), int(max_tokens), _arrays.for_core(act), topk_ids, topk_weights,
+                    expert_map, _arrays.for_core(output), workspace, int(stream))
+    return output
+
+
+def _scaled_rows(hidden, weights):
+    """hidden[t] * weights[t, 0], rounded back to hidden's dtype (what vLLM does on input)."""
+    if _arrays.is_torch(hidden):
+        return (hidden.float() * weights[:, :1]).to(hidden.dtype)
+    return (hidden.astype("float32") * weights[:, :1]).astype(hidden.dtype)
+
+
+def _ones_like(x):
+    if _arrays.is_torch(x):
+        import torch
+        return torch.ones_like(x)
+    import numpy as np
+    return np.ones_like(x)
+
+
+def _gemm_shape(weights: PackedWeights, layout: str, epilogue: str, a, m: Optional[int], a_row_divisor: int):
+    layout_code = lookup(LAYOUTS, layout, "layout")
+    epilogue_code = lookup(EPILOGUES, epilogue, "epilogue")
+    out_cols = weights.n // 2 if epilogue_code in (EPILOGUES["silu"], EPILOGUES["swiglu_oai"]) else weights.n
+    if layout == "masked":
+        _arrays.check(a, "a", _ACT_DTYPES, (weights.experts, None, weights.k))
+        m = int(a.shape[1]) if m is None else m
+    else:
+        _arrays.check(a, "a", _ACT_DTYPES, (None, weights.k))
+        if m is None:
+            m = int(a.shape[0]) * (a_row_divisor if layout == "indexed" else 1)
+    return layout_code, epilogue_code, out_cols, int(m)
+
+
+def grouped_gemm_workspace_size(ctx: Context, weights: PackedWeights, a, *, layout: str, epilogue: str = "none",
+                                m: Optional[int] = None, out_dtype: Optional[str] = None, block_size: int = 0,
+                                a_row_divisor: int = 1, rows_per_expert_hint: int = 0) -> int:
+    """Bytes of workspace ``grouped_gemm`` needs (zero-filled once before its first use)."""
+    _check_weights(weights, "weights")
+    layout_code, epilogue_code, _, m = _gemm_shape(weights, layout, epilogue, a, m, a_row_divisor)
+    act_dtype = _arrays.dtype_name(a)
+    return _core.grouped_gemm_workspace_size(ctx._core, weights._packed, DTYPES[act_dtype],
+                                             lookup(DTYPES, out_dtype or act_dtype, "out_dtype"), layout_code,
+                                             epilogue_code, m, int(block_size), int(a_row_divisor),
+                                             int(rows_per_expert_hint))
+
+
+def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilogue: str = "none", c=None,
+                 out_dtype: Optional[str] = None, m: Optional[int] = None, expert_offsets=None, expert_counts=None,
+                 sorted_token_ids=None, expert_ids=None, num_tokens_post_pad=None, block_size: int = 0,
+                 a_row_divisor: int = 1, topk_weights=None, rows_per_expert_hint: int = 0, workspace=None,
+                 stream: Optional[int] = None):
+    """C = epilogue(A W_e^T) per expert, in one of moejit's MoE layouts (moejit.h has the details).
+
+    layout "contiguous": a [rows, K] grouped by expert, expert_offsets int32 [E + 1];
+    "masked": a [E, max_m, K] with expert_counts int32 [E]; "indexed": vLLM's
+    moe_align_block_size output (sorted_token_ids, expert_ids, num_tokens_post_pad, block_size,
+    a_row_divisor = topk when a holds tokens, m = pairs). epilogue "none", "silu" / "swiglu_oai"
+    (act-and-mul weights; C has N/2 columns) or "topk_weight" (indexed; topk_weights [m]).
+    c is allocated when None. workspace: uint8, zero-filled once before first use (moejit leaves
+    it zero); allocated zeroed when None. Returns c.
+    """
+    _check_weights(weights, "weights")
+    layout_code, epilogue_code, out_cols, m = _gemm_shape(weights, layout, epilogue, a, m, a_row_divisor)
+    act_dtype = _arrays.dtype_name(a)
+    rows_shape = tuple(a.shape[:-1])
+    if c is None:
+        c = _arrays.empty(a, rows_shape + (out_cols,), out_dtype or act_dtype, device=ctx.memory)
+    _arrays.check(c, "c", (out_dtype,) if out_dtype else _OUT_DTYPES, rows_shape + (out_cols,))
+    out_dtype = _arrays.dtype_name(c)
+    experts = weights.experts
+    if layout == "contiguous":
+        _arrays.check(expert_offsets, "expert_offsets", ("i32",), (experts + 1,))
+    elif layout == "masked":
+        _arrays.check(expert_counts, "expert_counts", ("i32",), (experts,))
+    else:
+        _arrays.check(sorted_token_ids, "sorted_token_ids", ("i32",), (None,))
+        _arrays.check(expert_ids, "expert_ids", ("i32",), (None,))
+        _arrays.check(num_tokens_post_pad, "num_tokens_post_pad", ("i32",), (None,))
+    if epilogue_code == EPILOGUES["topk_weight"]:
+        _arrays.check(topk_weights, "topk_weights", ("f32",), None)
+    if workspace is None:
+        nbytes = grouped_gemm_workspace_size(ctx, weights, a, layout=layout, epilogue=epilogue, m=m,
+                                             out_dtype=out_dtype, block_size=block_size, a_row_divisor=a_row_divisor,
+                                             rows_per_expert_hint=rows_per_expert_hint)
+        workspace = _arrays.empty_bytes(a, nbytes, device=ctx.memory, zero=True) if nbytes else None
+    else:
+        _arrays.check(workspace, "workspace", ("u8",), (None,))
+    stream = _arrays.current_stream(ctx.memory) if stream is None else stream
+    _core.grouped_gemm(ctx._core, weights._packed, DTYPES[act_dtype], DTYPES[out_dtype], layout_code, epilogue_code, m,
+                       int(block_size), int(a_row_divisor), int(rows_per_expert_hint), _arrays.for_core(a),
+                       int(a.shape[-1]), _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids, expert_ids,
+                       num_tokens_post_pad, expert_offsets, expert_counts, topk_weights, workspace, int(stream))
+    return c

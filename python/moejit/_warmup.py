@@ -1,0 +1,57 @@
+"""Warm-up: compiling a model's kernels into the store ahead of time (any architecture, no GPU
+needed), and prepare: loading them on this context's device before CUDA graph capture."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional, Sequence
+
+from . import _core
+from ._context import Context
+from ._enums import DTYPES, EPILOGUES, FORMATS, lookup
+
+Progress = Callable[[int, int, str], None]  # (done, total, what the last kernel was)
+
+
+@dataclass
+class Model:
+    """One MoE layer's shape and formats (moejit_model_desc_t), as a serving deployment runs it."""
+
+    hidden: int
+    intermediate: int
+    experts: int
+    topk: int
+    format: str = "mxfp4"          # "mxfp4", "int4_sym", "int4_asym"
+    group_size: int = 32           # 32 for MXFP4; 32, 64, 128 or 0 (per-channel) for INT4
+    scale_dtype: str = "e8m0"      # "e8m0" for MXFP4; "bf16" or "f16" for INT4
+    act_dtype: str = "bf16"
+    out_dtype: str = "bf16"
+    activation: str = "silu"       # or "swiglu_oai" (gpt-oss)
+    tensor_parallel: int = 1
+    expert_parallel: int = 1
+    max_tokens: int = 8192
+
+    def _desc(self) -> dict:
+        d = asdict(self)
+        d["format"] = lookup(FORMATS, self.format, "format")
+        d["group_size"] = self.group_size & 0xFFFFFFFF  # GPTQ configs write -1 for per-channel
+        for key in ("scale_dtype", "act_dtype", "out_dtype"):
+            d[key] = lookup(DTYPES, d[key], key)
+        d["activation"] = lookup(EPILOGUES, self.activation, "activation")
+        return d
+
+
+def warmup(ctx: Context, model: Model, archs: Optional[Sequence[str]] = None,
+           progress: Optional[Progress] = None) -> None:
+    """Compiles into the store every kernel the fused layer of ``model`` can use, for each of
+    ``archs`` ("sm_90a", ...; None: the context's). "sm_90" and other plain names with an "a"
+    form warm the "a" form, which is what GPUs of that compute capability run."""
+    _core.warmup(ctx._core, model._desc(), list(archs or ()), progress)
+
+
+def prepare(ctx: Context, model: Model, progress: Optional[Progress] = None) -> None:
+    """Before CUDA graph capture: finds (compiling on a miss, unless frozen) and loads on this
+    context's device every kernel the fused layer of ``model`` can use for 1..max_tokens tokens,
+    so that calls captured afterwards launch without loading a module. Call it on the thread
+    (and current CUDA context) the capture will use."""
+    _core.prepare(ctx._core, model._desc(), progress)

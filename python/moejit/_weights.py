@@ -1,0 +1,155 @@
+"""Weights: packing the tensors checkpoints hold into moejit's layout (templates/README.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _arrays, _core
+from ._context import Context
+from ._enums import DTYPES, FORMATS, ROW_ORDERS, SOURCES, lookup, name_of
+from ._errors import invalid
+
+
+class PackedWeights:
+    """E experts of N x K weights in moejit's packed layout, in the context's memory.
+
+    ``qweight``, ``scales``, ``zeros`` (INT4 asymmetric) and ``bias`` (when the source had one)
+    are uint8 buffers (bias: float32 [E, N]) that can be saved and given back to
+    ``PackedWeights.from_buffers`` or registered as module buffers.
+    """
+
+    def __init__(self, ctx: Context, packed: "_core.Packed", qweight, scales, zeros, bias):
+        self._ctx = ctx
+        self._packed = packed
+        self.qweight, self.scales, self.zeros, self.bias = qweight, scales, zeros, bias
+
+    @classmethod
+    def from_buffers(cls, ctx: Context, *, format: str, group_size: int, scale_dtype: str, experts: int, n: int,
+                     k: int, act_and_mul: bool, qweight, scales, zeros=None, bias=None) -> "PackedWeights":
+        """Weights moejit packed earlier (buffers as ``pack_weights`` returned them); every use checks
+        the buffer sizes against the shape."""
+        for name, buf in (("qweight", qweight), ("scales", scales), ("zeros", zeros)):
+            _arrays.check_optional(buf, name, ("u8",))
+        _arrays.check_optional(bias, "bias", ("f32",), (experts, n))
+        packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"), int(group_size),
+                              lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
+                              bool(act_and_mul), qweight, scales, zeros, bias)
+        return cls(ctx, packed, qweight, scales, zeros, bias)
+
+    format = property(lambda self: name_of(FORMATS, self._packed.format))
+    group_size = property(lambda self: self._packed.group_size)
+    scale_dtype = property(lambda self: name_of(DTYPES, self._packed.scale_dtype))
+    experts = property(lambda self: self._packed.experts)
+    n = property(lambda self: self._packed.n)
+    k = property(lambda self: self._packed.k)
+    act_and_mul = property(lambda self: self._packed.act_and_mul)
+
+    def __repr__(self) -> str:
+        return (f"moejit.PackedWeights({self.format}, group {self.group_size}, scales {self.scale_dtype}, "
+                f"E={self.experts}, N={self.n}, K={self.k}, act_and_mul={self.act_and_mul})")
+
+
+def _shape_of(source: str, qweight, scales, zeros) -> tuple[int, int, int, int]:
+    """(experts, n, k, group_size) from the shapes the checkpoint layout has (moejit.h)."""
+    def dims(x, name, rank):
+        if len(x.shape) != rank:
+            raise invalid(f"argument '{name}' has shape {list(x.shape)}: expected {rank} dimensions for source {source!r}")
+        return tuple(int(d) for d in x.shape)
+
+    if source == "plain":
+        e, n, k = dims(qweight, "qweight", 3)
+        groups = dims(scales, "scales", 3)[2]
+    elif source == "vllm_mxfp4":
+        e, n, half_k = dims(qweight, "qweight", 3)
+        k = 2 * half_k
+        groups = dims(scales, "scales", 3)[2]
+    elif source in ("gptq_v1", "gptq_v2"):
+        e, k8, n = dims(qweight, "qweight", 3)
+        k = 8 * k8
+        groups = dims(scales, "scales", 3)[1]
+    else:  # awq
+        e, k, n8 = dims(qweight, "qweight", 3)
+        n = 8 * n8
+        groups = dims(scales, "scales", 3)[1]
+    if groups <= 0 or k % groups:
+        raise invalid(f"argument 'scales' has shape {list(scales.shape)}: expected a group count that divides K = {k}")
+    return e, n, k, k // groups
+
+
+def _expected_shapes(source: str, e: int, n: int, k: int, g: int) -> dict:
+    groups = k // g
+    if source == "plain":
+        return {"qweight": ("u8", (e, n, k)), "scales": (None, (e, n, groups)), "zeros": ("u8", (e, n, groups))}
+    if source == "vllm_mxfp4":
+        return {"qweight": ("u8", (e, n, k // 2)), "scales": (None, (e, n, groups)), "zeros": ("u8", None)}
+    if source in ("gptq_v1", "gptq_v2"):
+        return {"qweight": ("i32", (e, k // 8, n)), "scales": (None, (e, groups, n)),
+                "zeros": ("i32", (e, groups, n // 8))}
+    return {"qweight": ("i32", (e, k, n // 8)), "scales": (None, (e, groups, n)), "zeros": ("i32", (e, groups, n // 8))}
+
+
+def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=None, *, format: Optional[str] = None,
+                 rows: str = "plain", stream: Optional[int] = None) -> PackedWeights:
+    """Packs one layer's expert weights from the layout a checkpoint holds.
+
+    source: "plain" (codes u8 [E,N,K] 0..15, scales [E,N,K/G], zeros u8 [E,N,K/G]),
+    "vllm_mxfp4" (u8 [E,N,K/2], E8M0 u8 [E,N,K/32]), "gptq_v1" / "gptq_v2" (qweight i32
+    [E,K/8,N], qzeros i32 [E,K/G,N/8], scales [E,K/G,N]; v1 as GPTQModel and AutoGPTQ write it,
+    each word minus 0x11111111), "awq" (qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales
+    [E,K/G,N]). E, N, K and the group size come from the shapes. format: "mxfp4" (E8M0 u8
+    scales), "int4_sym" or "int4_asym"; by default MXFP4 when the scales are uint8, else INT4
+    asymmetric when zeros are given (GPTQ symmetric checkpoints also store qzeros: pass
+    format="int4_sym", and moejit checks every zero point is 8). rows: "plain", or for gate/up
+    (N = 2I) weights "concatenated" (vLLM's w13) or "interleaved" (gpt-oss). bias: float32 [E, N]
+    in source row order. Sources may be host memory or, on the device backend, the context's GPU.
+    """
+    src = lookup(SOURCES, source, "source")
+    for name, x in (("qweight", qweight), ("scales", scales)):
+        if x is None:
+            raise invalid(f"argument '{name}' is None: expected an array")
+    e, n, k, g = _shape_of(source, qweight, scales, zeros)
+    scale_dtype = _arrays.dtype_name(scales)
+    if format is None:
+        format = "mxfp4" if scale_dtype == "u8" else ("int4_asym" if zeros is not None else "int4_sym")
+    fmt = lookup(FORMATS, format, "format")
+    want = _expected_shapes(source, e, n, k, g)
+    _arrays.check(qweight, "qweight", (want["qweight"][0],), want["qweight"][1])
+    _arrays.check(scales, "scales", ("u8",) if format == "mxfp4" else ("bf16", "f16"), want["scales"][1])
+    _arrays.check_optional(zeros, "zeros", (want["zeros"][0],), want["zeros"][1])
+    _arrays.check_optional(bias, "bias", ("f32",), (e, n))
+    scale_code = DTYPES["e8m0"] if format == "mxfp4" else DTYPES[scale_dtype]
+    row_code = lookup(ROW_ORDERS, rows, "rows")
+
+    devices = {_arrays.device_of(x) for x in (qweight, scales, zeros, bias) if x is not None}
+    if len(devices) != 1:
+        raise invalid(f"the source tensors are on {sorted(devices)}: expected all on one device")
+    source_device = devices.pop()
+    if source_device[0] == "cuda" and source_device != ctx.memory:
+        raise invalid(f"the source tensors are on cuda:{source_device[1]}: expected host memory or "
+                      f"{ctx.memory[0]}:{ctx.memory[1]}, the context's memory")
+
+    sizes = _core.packed_sizes(ctx._core, fmt, g, scale_code, e, n, k, src, row_code)
+    buffers = [None if nbytes == 0 else _arrays.empty_bytes(qweight, nbytes, device=ctx.memory, align=16)
+               for nbytes in sizes[:3]]
+    # The bias keeps its dtype and shape (float32 [E, N], in packed column order).
+    bias_buffer = None
+    if bias is not None:
+        raw = _arrays.empty_bytes(qweight, 4 * e * n, device=ctx.memory, align=16)
+        bias_buffer = raw.view(_f32(raw)).reshape(e, n)
+    buffers.append(bias_buffer)
+    out = _core.Packed(ctx._core, fmt, g, scale_code, e, n, k, row_code != 0, *buffers)
+    stream = _arrays.current_stream(ctx.memory) if stream is None else stream
+    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, _arrays.for_core(qweight),
+                       _arrays.for_core(scales), _arrays.for_core(zeros) if zeros is not None else None,
+                       bias, source_device[0] == "cuda", out, int(stream))
+    zeros_buffer = buffers[2] if format == "int4_asym" else None
+    return PackedWeights(ctx, out, buffers[0], buffers[1], zeros_buffer, buffers[3] if bias is not None else None)
+
+
+def _f32(like: Any):
+    """float32 in the library ``like`` comes from."""
+    if _arrays.is_torch(like):
+        import torch
+        return torch.float32
+    import numpy as np
+    return np.float32

@@ -1,0 +1,50 @@
+// moejit._core.Context: owns one moejit_context_t.
+#pragma once
+
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "core.hpp"
+
+namespace moejit_python {
+
+class Context {
+ public:
+  Context(int backend, int32_t device, std::optional<std::string> cache_dir, std::vector<std::string> read_only_dirs,
+          uint32_t compile_threads, bool frozen, nb::object log, std::optional<std::string> usage_manifest);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // The handle for one call, valid while the guard lives: close() waits for calls in flight,
+  // which run with the GIL released. Raises if the context was closed.
+  class Use {
+   public:
+    explicit Use(const Context& c);
+    moejit_context_t get() const { return ctx_; }
+
+   private:
+    std::shared_lock<std::shared_mutex> lock_;
+    moejit_context_t ctx_;
+  };
+  Use use() const { return Use(*this); }
+  void close();
+  bool closed() const { return ctx_ == nullptr; }
+
+  moejit_backend_t backend() const { return backend_; }
+  const std::string& arch() const { return arch_; }
+  // Where this context's tensors must live.
+  const Memory& memory() const { return memory_; }
+  nb::dict stats() const;
+
+ private:
+  mutable std::shared_mutex closing_;
+  moejit_context_t ctx_ = nullptr;
+  moejit_backend_t backend_ = MOEJIT_BACKEND_HOST;
+  std::string arch_;
+  Memory memory_;
+};
+
+}  // namespace moejit_python

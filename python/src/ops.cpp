@@ -1,0 +1,174 @@
+// The launch calls: the fused MoE layer and the grouped GEMM, with their workspace queries. The
+// Python layer has checked shapes and dtypes; here arrays become pointers (contiguous, in the
+// context's memory) and the GIL is released around the C call, which may compile, log or run
+// the host backend for a long time.
+
+#include <nanobind/stl/optional.h>
+
+#include "weights.hpp"
+
+namespace moejit_python {
+
+namespace {
+
+const moejit_packed_weights_t* weights_of(const Packed& w, const Context& ctx, const char* name) {
+  if (w.memory().on_device != ctx.memory().on_device || w.memory().device != ctx.memory().device)
+    invalid_argument(std::string("argument '") + name +
+                     "' was packed for another context's memory: expected weights packed for this context");
+  return &w.get();
+}
+
+void* workspace_of(nb::handle workspace, const Memory& memory, uint64_t* bytes) {
+  *bytes = 0;
+  if (workspace.is_none()) return nullptr;
+  MutableArray a;
+  if (!nb::try_cast(workspace, a, /*convert=*/false))
+    invalid_argument(std::string("argument 'workspace' is a ") + nb::type_name(workspace.type()).c_str() +
+                     ": expected a writable array or None");
+  *bytes = a.nbytes();
+  return data_of(a, "workspace", memory);
+}
+
+struct FusedShape {
+  const Packed* w13;
+  const Packed* w2;
+  int act_dtype, out_dtype, activation;
+  int32_t tokens;
+  uint32_t topk, global_experts;
+  int32_t max_tokens;
+};
+
+moejit_fused_moe_args_t fused_args(const Context& ctx, const FusedShape& f) {
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = weights_of(*f.w13, ctx, "w13");
+  a.w2 = weights_of(*f.w2, ctx, "w2");
+  a.act_dtype = static_cast<moejit_dtype_t>(f.act_dtype);
+  a.out_dtype = static_cast<moejit_dtype_t>(f.out_dtype);
+  a.activation = static_cast<moejit_epilogue_t>(f.activation);
+  a.tokens = f.tokens;
+  a.topk = f.topk;
+  a.global_experts = f.global_experts;
+  a.max_tokens = f.max_tokens;
+  return a;
+}
+
+struct GemmShape {
+  const Packed* weights;
+  int act_dtype, out_dtype, layout, epilogue;
+  int32_t m, block_size, a_row_divisor;
+  uint32_t rows_per_expert_hint;
+};
+
+moejit_grouped_gemm_args_t gemm_args(const Context& ctx, const GemmShape& g) {
+  moejit_grouped_gemm_args_t a;
+  moejit_grouped_gemm_args_init(&a);
+  a.weights = weights_of(*g.weights, ctx, "weights");
+  a.act_dtype = static_cast<moejit_dtype_t>(g.act_dtype);
+  a.out_dtype = static_cast<moejit_dtype_t>(g.out_dtype);
+  a.layout = static_cast<moejit_layout_t>(g.layout);
+  a.epilogue = static_cast<moejit_epilogue_t>(g.epilogue);
+  a.m = g.m;
+  a.block_size = g.block_size;
+  a.a_row_divisor = g.a_row_divisor;
+  a.rows_per_expert_hint = g.rows_per_expert_hint;
+  return a;
+}
+
+template <typename Call>
+void run_unlocked(const Context& ctx, Call&& call) {
+  auto use = ctx.use();
+  moejit_status_t status;
+  {
+    nb::gil_scoped_release unlocked;
+    status = call(use.get());
+  }
+  check(status);
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  m.def(
+      "fused_moe_workspace_size",
+      [](const Context& ctx, const Packed& w13, const Packed& w2, int act_dtype, int out_dtype, int activation,
+         int32_t tokens, uint32_t topk, uint32_t global_experts, int32_t max_tokens) {
+        moejit_fused_moe_args_t a =
+            fused_args(ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens});
+        uint64_t bytes = 0;
+        check(moejit_fused_moe_workspace_size(ctx.use().get(), &a, &bytes));
+        return bytes;
+      },
+      nb::arg("ctx"), nb::arg("w13"), nb::arg("w2"), nb::arg("act_dtype"), nb::arg("out_dtype"),
+      nb::arg("activation"), nb::arg("tokens"), nb::arg("topk"), nb::arg("global_experts"), nb::arg("max_tokens"));
+
+  m.def(
+      "fused_moe",
+      [](const Context& ctx, const Packed& w13, const Packed& w2, int act_dtype, int out_dtype, int activation,
+         int32_t tokens, uint32_t topk, uint32_t global_experts, int32_t max_tokens, const Array& hidden,
+         const Array& topk_ids, const Array& topk_weights, nb::handle expert_map, MutableArray output,
+         nb::handle workspace, uintptr_t stream) {
+        moejit_fused_moe_args_t a =
+            fused_args(ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens});
+        const Memory& mem = ctx.memory();
+        a.hidden = data_of(hidden, "hidden", mem);
+        a.topk_ids = static_cast<const int32_t*>(data_of(topk_ids, "topk_ids", mem));
+        a.topk_weights = static_cast<const float*>(data_of(topk_weights, "topk_weights", mem));
+        a.expert_map = static_cast<const int32_t*>(optional_data_of(expert_map, "expert_map", mem));
+        a.output = data_of(output, "output", mem);
+        a.workspace = workspace_of(workspace, mem, &a.workspace_bytes);
+        run_unlocked(ctx, [&](moejit_context_t c) { return moejit_fused_moe(c, &a, reinterpret_cast<void*>(stream)); });
+      },
+      nb::arg("ctx"), nb::arg("w13"), nb::arg("w2"), nb::arg("act_dtype"), nb::arg("out_dtype"),
+      nb::arg("activation"), nb::arg("tokens"), nb::arg("topk"), nb::arg("global_experts"), nb::arg("max_tokens"),
+      nb::arg("hidden"), nb::arg("topk_ids"), nb::arg("topk_weights"), nb::arg("expert_map").none(),
+      nb::arg("output"), nb::arg("workspace").none(), nb::arg("stream"));
+
+  m.def(
+      "grouped_gemm_workspace_size",
+      [](const Context& ctx, const Packed& weights, int act_dtype, int out_dtype, int layout, int epilogue, int32_t m,
+         int32_t block_size, int32_t a_row_divisor, uint32_t rows_per_expert_hint) {
+        moejit_grouped_gemm_args_t a = gemm_args(
+            ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size, a_row_divisor, rows_per_expert_hint});
+        uint64_t bytes = 0;
+        check(moejit_grouped_gemm_workspace_size(ctx.use().get(), &a, &bytes));
+        return bytes;
+      },
+      nb::arg("ctx"), nb::arg("weights"), nb::arg("act_dtype"), nb::arg("out_dtype"), nb::arg("layout"),
+      nb::arg("epilogue"), nb::arg("m"), nb::arg("block_size"), nb::arg("a_row_divisor"),
+      nb::arg("rows_per_expert_hint"));
+
+  m.def(
+      "grouped_gemm",
+      [](const Context& ctx, const Packed& weights, int act_dtype, int out_dtype, int layout, int epilogue, int32_t m,
+         int32_t block_size, int32_t a_row_divisor, uint32_t rows_per_expert_hint, const Array& a_rows, int64_t lda,
+         MutableArray c, int64_t ldc, nb::handle sorted_token_ids, nb::handle expert_ids,
+         nb::handle num_tokens_post_pad, nb::handle expert_offsets, nb::handle expert_counts,
+         nb::handle topk_weights, nb::handle workspace, uintptr_t stream) {
+        moejit_grouped_gemm_args_t a = gemm_args(
+            ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size, a_row_divisor, rows_per_expert_hint});
+        const Memory& mem = ctx.memory();
+        a.a = data_of(a_rows, "a", mem);
+        a.lda = lda;
+        a.c = data_of(c, "c", mem);
+        a.ldc = ldc;
+        a.sorted_token_ids = static_cast<const int32_t*>(optional_data_of(sorted_token_ids, "sorted_token_ids", mem));
+        a.expert_ids = static_cast<const int32_t*>(optional_data_of(expert_ids, "expert_ids", mem));
+        a.num_tokens_post_pad =
+            static_cast<const int32_t*>(optional_data_of(num_tokens_post_pad, "num_tokens_post_pad", mem));
+        a.expert_offsets = static_cast<const int32_t*>(optional_data_of(expert_offsets, "expert_offsets", mem));
+        a.expert_counts = static_cast<const int32_t*>(optional_data_of(expert_counts, "expert_counts", mem));
+        a.topk_weights = static_cast<const float*>(optional_data_of(topk_weights, "topk_weights", mem));
+        a.workspace = workspace_of(workspace, mem, &a.workspace_bytes);
+        run_unlocked(ctx,
+                     [&](moejit_context_t h) { return moejit_grouped_gemm(h, &a, reinterpret_cast<void*>(stream)); });
+      },
+      nb::arg("ctx"), nb::arg("weights"), nb::arg("act_dtype"), nb::arg("out_dtype"), nb::arg("layout"),
+      nb::arg("epilogue"), nb::arg("m"), nb::arg("block_size"), nb::arg("a_row_divisor"),
+      nb::arg("rows_per_expert_hint"), nb::arg("a"), nb::arg("lda"), nb::arg("c"), nb::arg("ldc"),
+      nb::arg("sorted_token_ids").none(), nb::arg("expert_ids").none(), nb::arg("num_tokens_post_pad").none(),
+      nb::arg("expert_offsets").none(), nb::arg("expert_counts").none(), nb::arg("topk_weights").none(),
+      nb::arg("workspace").none(), nb::arg("stream"));
+}
+
+}  // namespace moejit_python
