@@ -1,7 +1,8 @@
 """Arrays from NumPy and PyTorch as the extension takes them, and checks of what they hold.
 
 NumPy arrays (bfloat16 through ml_dtypes) and CPU tensors run on the host backend; CUDA tensors
-on the device backend. The extension checks contiguity and device; dtypes and shapes are
+on the device backend. Other arrays that export DLPack (``__dlpack__``, ``__dlpack_device__``)
+with ``shape`` and a NumPy ``dtype`` (CuPy's, say) are taken as well. The extension checks contiguity and device; dtypes and shapes are
 checked here, where each argument's meaning is known, so the messages can say what was expected.
 """
 
@@ -24,15 +25,31 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def _torch_for(device: tuple[str, int]):
+    torch = _torch()
+    if torch is None:
+        raise invalid(f"moejit allocates {device[0]} memory with torch, which is not imported: pass the output "
+                      "and workspace arrays")
+    return torch
+
+
 def is_torch(x: Any) -> bool:
     torch = _torch()
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def is_dlpack(x: Any) -> bool:
+    return hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__") and hasattr(x, "shape")
+
+
+def is_array(x: Any) -> bool:
+    return isinstance(x, np.ndarray) or is_torch(x) or is_dlpack(x)
+
+
 def dtype_name(x: Any) -> str:
     if is_torch(x):
         return _torch_dtype_names().get(x.dtype, str(x.dtype))
-    dt = x.dtype
+    dt = np.dtype(x.dtype)
     if dt.name == "bfloat16":
         return "bf16"
     return _NUMPY_DTYPES.get(dt, dt.name)
@@ -58,13 +75,17 @@ def device_of(x: Any) -> tuple[str, int]:
         return (x.device.type, x.device.index or 0) if x.device.type == "cuda" else (x.device.type, 0)
     if isinstance(x, np.ndarray):
         return ("cpu", 0)
-    raise invalid(f"an argument is a {type(x).__name__}: expected a numpy.ndarray or a torch.Tensor")
+    if is_dlpack(x):
+        kind, ordinal = x.__dlpack_device__()
+        return {1: ("cpu", 0), 2: ("cuda", int(ordinal))}.get(int(kind), (f"dlpack device {int(kind)}", int(ordinal)))
+    raise invalid(f"an argument is a {type(x).__name__}: expected a numpy.ndarray, a torch.Tensor or a DLPack array")
 
 
 def check(x: Any, name: str, dtypes: Sequence[str], shape: Sequence[int | None] | None = None) -> Any:
     """Checks that ``x`` is an array of one of ``dtypes`` with ``shape`` (None: any extent)."""
-    if not (isinstance(x, np.ndarray) or is_torch(x)):
-        raise invalid(f"argument '{name}' is a {type(x).__name__}: expected a numpy.ndarray or a torch.Tensor")
+    if not is_array(x):
+        raise invalid(f"argument '{name}' is a {type(x).__name__}: expected a numpy.ndarray, a torch.Tensor or a "
+                      "DLPack array")
     got = dtype_name(x)
     if got not in dtypes:
         raise invalid(f"argument '{name}' has dtype {got}: expected {' or '.join(dtypes)}")
@@ -84,7 +105,7 @@ def empty_bytes(like: Any, nbytes: int, *, device: tuple[str, int], zero: bool =
     """A uint8 buffer of ``nbytes`` in the memory of ``device``, from the same library as ``like``
     (NumPy for host memory unless ``like`` is a tensor), its start aligned to ``align`` bytes."""
     if device[0] == "cuda" or is_torch(like):
-        torch = _torch()
+        torch = _torch_for(device)
         dev = torch.device(device[0], device[1]) if device[0] == "cuda" else torch.device("cpu")
         # CUDA allocations are 256-byte aligned; CPU tensors are over-allocated and sliced like NumPy's.
         if dev.type == "cuda":
@@ -100,7 +121,7 @@ def empty_bytes(like: Any, nbytes: int, *, device: tuple[str, int], zero: bool =
 def empty(like: Any, shape: Sequence[int], dtype: str, *, device: tuple[str, int]) -> Any:
     """An uninitialized array of ``shape`` and ``dtype`` ("bf16", "f16", "f32") beside ``like``."""
     if device[0] == "cuda" or is_torch(like):
-        torch = _torch()
+        torch = _torch_for(device)
         dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
         dev = torch.device(device[0], device[1]) if device[0] == "cuda" else torch.device("cpu")
         return torch.empty(tuple(shape), dtype=dt, device=dev)
