@@ -128,7 +128,9 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
         raise invalid(f"the source tensors are on cuda:{source_device[1]}: expected host memory or "
                       f"{ctx.memory[0]}:{ctx.memory[1]}, the context's memory")
 
-    sizes = _core.packed_sizes(ctx._core, fmt, g, scale_code, e, n, k, src, row_code)
+    sources = (_arrays.for_core(qweight), _arrays.for_core(scales), None if zeros is None else _arrays.for_core(zeros),
+               bias, source_device[0] == "cuda")
+    sizes = _core.packed_sizes(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, *sources)
     buffers = [None if nbytes == 0 else _arrays.empty_bytes(qweight, nbytes, device=ctx.memory, align=16)
                for nbytes in sizes[:3]]
     # The bias keeps its dtype and shape (float32 [E, N], in packed column order).
@@ -139,9 +141,7 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     buffers.append(bias_buffer)
     out = _core.Packed(ctx._core, fmt, g, scale_code, e, n, k, row_code != 0, *buffers)
     stream = _arrays.current_stream(ctx.memory) if stream is None else stream
-    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, _arrays.for_core(qweight),
-                       _arrays.for_core(scales), _arrays.for_core(zeros) if zeros is not None else None,
-                       bias, source_device[0] == "cuda", out, int(stream))
+    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, *sources, out, int(stream))
     zeros_buffer = buffers[2] if format == "int4_asym" else None
     return PackedWeights(ctx, out, buffers[0], buffers[1], zeros_buffer, buffers[3] if bias is not None else None)
 

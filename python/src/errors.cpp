@@ -1,6 +1,8 @@
 // Status codes become Python exceptions: moejit.Error subclasses that the Python layer defines
 // (moejit/_errors.py) and registers here at import, one per moejit_status_t.
 
+#include <nanobind/stl/string.h>
+
 #include <array>
 
 #include "core.hpp"

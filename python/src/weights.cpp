@@ -35,6 +35,17 @@ moejit_weights_desc_t weights_desc(int format, uint32_t group_size, int scale_dt
   return d;
 }
 
+// The source tensors: host memory, or the context's device when `on_device`.
+void set_sources(moejit_weights_desc_t& d, const Context& ctx, const Array& qweight, const Array& scales,
+                 nb::handle zeros, nb::handle bias, bool on_device) {
+  const Memory memory = on_device ? ctx.memory() : Memory{};
+  d.qweight = data_of(qweight, "qweight", memory);
+  d.scales = data_of(scales, "scales", memory);
+  d.zeros = optional_data_of(zeros, "zeros", memory);
+  d.bias = static_cast<const float*>(optional_data_of(bias, "bias", memory));
+  d.source_on_device = on_device ? 1 : 0;
+}
+
 }  // namespace
 
 Packed::Packed(const Context& ctx, int format, uint32_t group_size, int scale_dtype, uint32_t experts, uint32_t n,
@@ -79,18 +90,22 @@ void bind_weights(nb::module_& m) {
       .def_prop_ro("k", [](const Packed& p) { return p.get().k; })
       .def_prop_ro("act_and_mul", [](const Packed& p) { return p.get().act_and_mul != 0; });
 
-  // (qweight, scales, zeros, bias) bytes moejit_pack_weights needs; validates the description.
+  // (qweight, scales, zeros, bias) bytes moejit_pack_weights needs for these source tensors;
+  // validates the description.
   m.def(
       "packed_sizes",
       [](const Context& ctx, int format, uint32_t group_size, int scale_dtype, uint32_t experts, uint32_t n, uint32_t k,
-         int source, int rows) {
+         int source, int rows, const Array& qweight, const Array& scales, nb::handle zeros, nb::handle bias,
+         bool source_on_device) {
         moejit_weights_desc_t d = weights_desc(format, group_size, scale_dtype, experts, n, k, source, rows);
+        set_sources(d, ctx, qweight, scales, zeros, bias, source_on_device);
         moejit_packed_sizes_t s{};
         check(moejit_packed_weights_size(ctx.use().get(), &d, &s));
         return nb::make_tuple(s.qweight_bytes, s.scales_bytes, s.zeros_bytes, s.bias_bytes);
       },
       nb::arg("ctx"), nb::arg("format"), nb::arg("group_size"), nb::arg("scale_dtype"), nb::arg("experts"),
-      nb::arg("n"), nb::arg("k"), nb::arg("source"), nb::arg("rows"));
+      nb::arg("n"), nb::arg("k"), nb::arg("source"), nb::arg("rows"), nb::arg("qweight"), nb::arg("scales"),
+      nb::arg("zeros").none(), nb::arg("bias").none(), nb::arg("source_on_device"));
 
   // Packs the source tensors (host memory, or the context's device) into `out`'s buffers.
   m.def(
@@ -99,12 +114,7 @@ void bind_weights(nb::module_& m) {
          int source, int rows, const Array& qweight, const Array& scales, nb::handle zeros, nb::handle bias,
          bool source_on_device, Packed& out, uintptr_t stream) {
         moejit_weights_desc_t d = weights_desc(format, group_size, scale_dtype, experts, n, k, source, rows);
-        const Memory src_memory = source_on_device ? ctx.memory() : Memory{};
-        d.qweight = data_of(qweight, "qweight", src_memory);
-        d.scales = data_of(scales, "scales", src_memory);
-        d.zeros = optional_data_of(zeros, "zeros", src_memory);
-        d.bias = static_cast<const float*>(optional_data_of(bias, "bias", src_memory));
-        d.source_on_device = source_on_device ? 1 : 0;
+        set_sources(d, ctx, qweight, scales, zeros, bias, source_on_device);
         auto use = ctx.use();
         moejit_status_t status;
         {
