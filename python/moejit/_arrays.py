@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._errors import invalid
+from ._errors import UnavailableError, invalid
 
 _NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dtype(np.int32): "i32",
                  np.dtype(np.uint8): "u8", np.dtype(np.int64): "i64", np.dtype(np.float64): "f64",
@@ -26,10 +26,13 @@ def _torch():
 
 
 def _torch_for(device: tuple[str, int]):
+    """torch, to allocate on ``device``; an error saying what to do where it cannot."""
     torch = _torch()
     if torch is None:
         raise invalid(f"moejit allocates {device[0]} memory with torch, which is not imported: pass the output "
                       "and workspace arrays")
+    if device[0] == "cuda" and not torch.cuda.is_available():
+        raise UnavailableError(f"moejit would allocate on cuda:{device[1]}, but torch sees no CUDA device", 3)
     return torch
 
 
