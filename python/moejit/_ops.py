@@ -124,6 +124,37 @@ def _gemm_shape(weights: PackedWeights, layout: str, epilogue: str, a, m: Option
     return layout_code, epilogue_code, out_cols, int(m)
 
 
+def _numel(x) -> int:
+    count = 1
+    for extent in x.shape:
+        count *= int(extent)
+    return count
+
+
+def _check_indexed(a, m, experts, block_size, a_row_divisor, sorted_token_ids, expert_ids, num_tokens_post_pad):
+    """The lengths C cannot see: the grid reads m + min(m, E) * (block_size - 1) sorted slots
+    and one expert id per block of them, and A rows up to (m - 1) / a_row_divisor."""
+    if block_size not in (16, 32, 64, 128):
+        raise invalid(f"argument 'block_size' = {block_size}: expected 16, 32, 64 or 128 (the moe_align block size)")
+    if a_row_divisor < 1:
+        raise invalid(f"argument 'a_row_divisor' = {a_row_divisor}: expected >= 1 (topk, or 1)")
+    slots = m + min(m, experts) * (block_size - 1)
+    _arrays.check(sorted_token_ids, "sorted_token_ids", ("i32",), (None,))
+    _arrays.check(expert_ids, "expert_ids", ("i32",), (None,))
+    _arrays.check(num_tokens_post_pad, "num_tokens_post_pad", ("i32",), (None,))
+    if sorted_token_ids.shape[0] < slots:
+        raise invalid(f"argument 'sorted_token_ids' has {sorted_token_ids.shape[0]} entries: expected at least "
+                      f"m + min(m, experts) * (block_size - 1) = {slots}")
+    if expert_ids.shape[0] < -(-slots // block_size):
+        raise invalid(f"argument 'expert_ids' has {expert_ids.shape[0]} entries: expected at least "
+                      f"{-(-slots // block_size)} (one per block of sorted_token_ids)")
+    if num_tokens_post_pad.shape[0] < 1:
+        raise invalid("argument 'num_tokens_post_pad' is empty: expected one int32")
+    if a.shape[0] * a_row_divisor < m:
+        raise invalid(f"argument 'a' has {a.shape[0]} rows: expected at least ceil(m / a_row_divisor) = "
+                      f"{-(-m // a_row_divisor)}")
+
+
 def grouped_gemm_workspace_size(ctx: Context, weights: PackedWeights, a, *, layout: str, epilogue: str = "none",
                                 m: Optional[int] = None, out_dtype: Optional[str] = None, block_size: int = 0,
                                 a_row_divisor: int = 1, rows_per_expert_hint: int = 0) -> int:
@@ -155,7 +186,7 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
     _check_weights(weights, "weights")
     layout_code, epilogue_code, out_cols, m = _gemm_shape(weights, layout, epilogue, a, m, a_row_divisor)
     act_dtype = _arrays.dtype_name(a)
-    rows_shape = tuple(a.shape[:-1])
+    rows_shape = (m,) if layout == "indexed" else tuple(a.shape[:-1])
     if c is None:
         c = _arrays.empty(a, rows_shape + (out_cols,), out_dtype or act_dtype, device=ctx.memory)
     _arrays.check(c, "c", (out_dtype,) if out_dtype else _OUT_DTYPES, rows_shape + (out_cols,))
@@ -166,11 +197,11 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
     elif layout == "masked":
         _arrays.check(expert_counts, "expert_counts", ("i32",), (experts,))
     else:
-        _arrays.check(sorted_token_ids, "sorted_token_ids", ("i32",), (None,))
-        _arrays.check(expert_ids, "expert_ids", ("i32",), (None,))
-        _arrays.check(num_tokens_post_pad, "num_tokens_post_pad", ("i32",), (None,))
+        _check_indexed(a, m, experts, block_size, a_row_divisor, sorted_token_ids, expert_ids, num_tokens_post_pad)
     if epilogue_code == EPILOGUES["topk_weight"]:
         _arrays.check(topk_weights, "topk_weights", ("f32",), None)
+        if _numel(topk_weights) < m:
+            raise invalid(f"argument 'topk_weights' has {_numel(topk_weights)} entries: expected one per pair, m = {m}")
     if workspace is None:
         nbytes = grouped_gemm_workspace_size(ctx, weights, a, layout=layout, epilogue=epilogue, m=m,
                                              out_dtype=out_dtype, block_size=block_size, a_row_divisor=a_row_divisor,

@@ -49,3 +49,48 @@ def test_masked_rows_past_the_count_are_untouched(host_ctx, rng):
         expected = ref.grouped_gemm_reference(a[e, :counts[e]].astype(np.float64), qw, np.full(counts[e], e))
         ref.assert_close(live, expected, rtol=2e-2, atol=2e-2, what=f"masked expert {e}")
         assert np.isnan(c64[e, counts[e]:]).all(), f"expert {e}: rows past its count were written"
+
+
+def moe_align(topk_ids, experts, block_size):
+    """vLLM's moe_align_block_size, written from its documented output: pair ids (t * topk + k)
+    grouped by expert in pair order, each expert's run padded to a whole block with the
+    sentinel `pairs`; one expert id per block; the padded total."""
+    flat = topk_ids.reshape(-1)
+    pairs = flat.size
+    sorted_ids, block_experts = [], []
+    for e in range(experts):
+        members = np.flatnonzero(flat == e)
+        if members.size == 0:
+            continue
+        padded = -(-members.size // block_size) * block_size
+        sorted_ids.extend(members.tolist() + [pairs] * (padded - members.size))
+        block_experts.extend([e] * (padded // block_size))
+    capacity = pairs + min(pairs, experts) * (block_size - 1)
+    total = len(sorted_ids)
+    # Past the padded total the buffers hold garbage, as an engine's reused buffers would.
+    rng = np.random.default_rng(total)
+    ids = rng.integers(-5, 2**30, capacity).astype(np.int32)
+    ids[:total] = sorted_ids
+    blocks = rng.integers(-5, 2**30, -(-capacity // block_size)).astype(np.int32)
+    blocks[:len(block_experts)] = block_experts
+    return ids, blocks, np.array([total], dtype=np.int32)
+
+
+def test_indexed_gather_and_topk_weight(host_ctx, rng):
+    """The indexed layout as vLLM drives it: A holds tokens (a_row_divisor = topk), C one row per
+    pair, scaled by the pair's routing weight."""
+    qw = ref.random_quant_weights(rng, "int4_sym", E, N, K, 64, "f16")
+    packed = moejit.pack_weights(host_ctx, format="int4_sym", **ref.to_gptq(qw, 2))
+    tokens, topk, block = 5, 2, 16
+    ids, weights = ref.random_routing(rng, tokens, topk, E)
+    sorted_ids, block_experts, total = moe_align(ids, E, block)
+    a = rng.standard_normal((tokens, K)).astype(ml_dtypes.bfloat16)
+    pairs = tokens * topk
+    c = moejit.grouped_gemm(host_ctx, a, packed, layout="indexed", epilogue="topk_weight", m=pairs,
+                            sorted_token_ids=sorted_ids, expert_ids=block_experts, num_tokens_post_pad=total,
+                            block_size=block, a_row_divisor=topk, topk_weights=weights.reshape(-1),
+                            c=poisoned((pairs, N), np.float32))
+    expected = ref.grouped_gemm_reference(np.repeat(a.astype(np.float64), topk, axis=0), qw, ids.reshape(-1))
+    expected *= weights.reshape(-1, 1).astype(np.float64)
+    assert np.isfinite(c).all(), "a pair row was not written"
+    ref.assert_close(c, expected, rtol=2e-2, atol=2e-2, what="indexed topk_weight")
