@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include "test_support.hpp"
 
@@ -71,6 +72,51 @@ TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
   CHECK(results["durations_s"]["total"].get<double>() >= 0);
   CHECK(results["durations_s"]["cutlass_check"].get<double>() >= 0);
   CHECK(results["commit"].is_string());
+  // No wheel was carried for this python3: the Python GPU tests did not run, and say why.
+  CHECK(fs::exists(fs::path(out) / "python_tests.log"));
+  CHECK(results["python_tests"]["ran"] == false);
+  CHECK(results["python_tests"]["exit_code"] == 127);
+  REQUIRE(results["python_tests"]["why"].is_string());
+  CHECK(results["python_tests"]["why"].get<std::string>().find("no moejit wheel") != std::string::npos);
+  CHECK(results["durations_s"]["python_tests"].get<double>() >= 0);
+}
+
+TEST_CASE("gpu_check_report reads pytest's summary and skip reasons, and its exit status decides the verdict") {
+  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
+  const fs::path report = build / "bench" / "gpu" / "gpu_check_report";
+  if (!fs::exists(report)) {
+    MESSAGE("skipped: " << report.string() << " is not there (benchmarks not built?)");
+    return;
+  }
+  TempDir dir;
+  const std::string log = dir / "python_tests.log", gpu = dir / "gpu.json", tests = dir / "tests.log";
+  {
+    std::ofstream(tests) << "[doctest] test cases: 3 | 3 passed | 0 failed | 0 skipped\n";
+    std::ofstream(log) << "..s.F\n"
+                          "SKIPPED [1] python/tests/test_torch_gpu.py:40: needs two GPUs\n"
+                          "FAILED python/tests/test_torch_gpu.py::test_graph_replay - AssertionError\n"
+                          "==== 1 failed, 3 passed, 1 skipped in 12.50s ====\n";
+    std::ofstream(gpu) << R"({"gpu": {"name": "NVIDIA H200"}})";
+  }
+  for (const int exit_code : {1, 0}) {
+    const std::string out = dir / ("results-" + std::to_string(exit_code) + ".json");
+    ProcessResult r = run_process({report.string(), "--out", out, "--gpu", gpu, "--python-log", log, "--python-exit",
+                                   std::to_string(exit_code), "--tests-log", tests, "--tests-exit", "0",
+                                   "--bench-exit", "0", "--cutlass-exit", "0"},
+                                  {});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto results = nlohmann::json::parse(slurp(out));
+    const auto& p = results["python_tests"];
+    CHECK(p["ran"] == true);
+    CHECK(p["summary"] == "1 failed, 3 passed, 1 skipped in 12.50s");
+    CHECK(p["passed"] == 3);
+    CHECK(p["failed"] == 1);
+    CHECK(p["skipped"] == 1);
+    REQUIRE(p["skipped_reasons"].size() == 1);
+    CHECK(p["skipped_reasons"][0].get<std::string>().find("needs two GPUs") != std::string::npos);
+    // Everything else passed: pytest's exit status decides.
+    CHECK(results["verdict"] == (exit_code == 0 ? "pass" : "fail"));
+  }
 }
 
 }  // TEST_SUITE

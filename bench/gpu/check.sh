@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: run on a machine with a GPU, from a build made elsewhere and carried over
-# (it builds and installs nothing). Runs the device test suite, the CUTLASS baselines' own
-# check, then bench_gemm, and writes into $OUT one JSON document of results (results.json) plus
+# (it builds and installs nothing outside temporary directories). Runs the device test suite,
+# the Python package's GPU tests, the CUTLASS baselines' own check, then bench_gemm, and writes into $OUT one JSON document of results (results.json) plus
 # every log, and the plots when this machine's python3 has matplotlib. Usage, the budget and
 # the JSON fields: bench/gpu/README.md.
 #
@@ -9,7 +9,8 @@
 #
 # Environment: OUT (default: a new /tmp/moejit-gpu-check.*), MOEJIT_BUILD_DIR (default
 # <repo>/build), MOEJIT_CHECK_SECONDS (whole budget, default 470), MOEJIT_CHECK_QUICK=1
-# (bench_gemm --quick), MOEJIT_PERF_MODEL_JSON (the static model's predictions for this tree,
+# (bench_gemm --quick), MOEJIT_PYTHON_WHEELS (moejit wheels for the Python GPU tests; default
+# <build>/python-wheels), MOEJIT_PERF_MODEL_JSON (the static model's predictions for this tree,
 # made where nvdisasm is; default <build>/bench/perf_model/perf-model-gpu-check.json: see
 # bench/gpu/README.md). Exit status: 0 pass, 1 fail, 2 no GPU (the JSON says why).
 #
@@ -37,6 +38,7 @@ BENCH=$BUILD/bench/gpu/bench_gemm
 REPORT=$BUILD/bench/gpu/gpu_check_report
 CUTLASS_CHECK=$BUILD/bench/cutlass/cutlass_baseline_check
 PERF_MODEL_JSON=${MOEJIT_PERF_MODEL_JSON:-$BUILD/bench/perf_model/perf-model-gpu-check.json}
+PYTHON_WHEELS=${MOEJIT_PYTHON_WHEELS:-$BUILD/python-wheels}
 
 COMMIT=unknown
 if commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
@@ -95,6 +97,33 @@ fi
 tests_s=$((SECONDS - t0))
 log "device tests: exit $tests_rc in ${tests_s}s"
 
+# 2b. The Python package's GPU tests (CUDA tensors, torch's stream, graph capture), from a wheel
+#     built elsewhere for this machine's python3 and installed into a private directory.
+t0=$SECONDS
+python_rc=127
+python_tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null || echo none)
+wheel=$(ls "$PYTHON_WHEELS"/moejit-*-"$python_tag"-*.whl 2>/dev/null | head -1)
+if [[ -z $wheel ]]; then
+  echo "not run: no moejit wheel for $python_tag in $PYTHON_WHEELS (bench/gpu/README.md says how to build one)" \
+    >"$OUT/python_tests.log"
+  log "python tests: not run (no $python_tag wheel in $PYTHON_WHEELS)"
+else
+  python_site=$(mktemp -d /tmp/moejit-gpu-check-python.XXXXXX)
+  python_timeout=$(max 30 "$(min 90 $(($(remaining) - 150)))")
+  log "python tests from $(basename "$wheel") (timeout ${python_timeout}s)"
+  if python3 -m pip install -q --no-index --no-deps --no-compile --target "$python_site" "$wheel" \
+      >"$OUT/python_tests.log" 2>&1; then
+    PYTHONPATH=$python_site timeout -k 10 "$python_timeout" python3 -m pytest -q -rs -p no:cacheprovider \
+      "$ROOT"/python/tests/test_*gpu*.py 2>&1 | tee -a "$OUT/python_tests.log"
+    python_rc=${PIPESTATUS[0]}
+  else
+    python_rc=1
+  fi
+  rm -rf "$python_site"
+fi
+python_s=$((SECONDS - t0))
+log "python tests: exit $python_rc in ${python_s}s"
+
 # 3. The CUTLASS baselines against an fp64 reference on small problems (seconds): a fast wrong
 #    baseline is no baseline. bench_gemm checks them again at the benchmark's shapes.
 t0=$SECONDS
@@ -137,8 +166,8 @@ if [[ -x $REPORT ]]; then
   "$REPORT" --perf-model "$OUT/perf-model.json" --out "$OUT/results.json" --gpu "$OUT/gpu.json" --probe-exit "$probe_rc" \
     --tests-log "$OUT/tests.log" --tests-exit "$tests_rc" --bench "$OUT/bench.json" --bench-exit "$bench_rc" \
     --bench-log "$OUT/bench.log" --cutlass-log "$OUT/cutlass_check.log" --cutlass-exit "$cutlass_rc" \
-    --commit "$COMMIT" \
-    --duration "probe=$probe_s,tests=$tests_s,cutlass_check=$cutlass_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
+    --python-log "$OUT/python_tests.log" --python-exit "$python_rc" --commit "$COMMIT" \
+    --duration "probe=$probe_s,tests=$tests_s,python_tests=$python_s,cutlass_check=$cutlass_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
   report_rc=$?
 fi
 if ((report_rc != 0)); then
@@ -153,7 +182,8 @@ if ((report_rc != 0)); then
   "probe_exit_code": $probe_rc,
   "tests": {"exit_code": $tests_rc, "log": "tests.log"},
   "bench_exit_code": $bench_rc,
-  "durations_s": {"probe": $probe_s, "tests": $tests_s, "bench": $bench_s, "total": $total_s}
+  "python_tests": {"exit_code": $python_rc, "log": "python_tests.log"},
+  "durations_s": {"probe": $probe_s, "tests": $tests_s, "python_tests": $python_s, "bench": $bench_s, "total": $total_s}
 }
 EOF
 fi

@@ -118,11 +118,43 @@ Json parse_cutlass_check(const std::string& path, int exit_code) {
   return c;
 }
 
+// pytest's console output (-rs): the counts of its last summary line and the skip reasons.
+// Exit 127 means check.sh did not run it (no wheel for this machine's Python; the log says so).
+Json parse_pytest_log(const std::string& path, int exit_code) {
+  Json p;
+  p["ran"] = exit_code != 127 && exit_code != -1;
+  p["exit_code"] = exit_code;
+  p["timed_out"] = exit_code == 124 || exit_code == 137;
+  p["log"] = path.empty() ? Json(nullptr) : Json(std::filesystem::path(path).filename().string());
+  p["summary"] = nullptr;
+  p["skipped_reasons"] = Json::array();
+  std::istringstream in(path.empty() ? std::string() : slurp(path));
+  static const std::regex summary(R"(^=*\s*(.*\b(passed|failed|skipped|error|errors|no tests ran)\b.* in [0-9.]+s.*?)\s*=*$)");
+  static const std::regex count(R"(([0-9]+) (passed|failed|skipped|errors?|deselected))");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, summary)) p["summary"] = m[1].str();
+    else if (line.rfind("SKIPPED", 0) == 0 && p["skipped_reasons"].size() < 20) p["skipped_reasons"].push_back(trim(line));
+    else if (!p["ran"].get<bool>() && line.rfind("not run:", 0) == 0) p["why"] = trim(line);
+  }
+  for (const char* k : {"passed", "failed", "skipped", "errors"}) p[k] = 0;
+  if (p["summary"].is_string()) {
+    const std::string text = p["summary"].get<std::string>();
+    for (std::sregex_iterator it(text.begin(), text.end(), count), end; it != end; ++it) {
+      std::string kind = (*it)[2].str();
+      if (kind == "error") kind = "errors";
+      if (kind != "deselected") p[kind] = std::stoi((*it)[1].str());
+    }
+  }
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name, cutlass_log, model_path;
-  int tests_exit = -1, bench_exit = -1, probe_exit = -1, cutlass_exit = -1;
+  std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name, cutlass_log, model_path,
+      python_log;
+  int tests_exit = -1, bench_exit = -1, probe_exit = -1, cutlass_exit = -1, python_exit = -1;
   std::vector<std::string> durations;
   CLI::App app{"assemble bench/gpu/check.sh's results into one JSON document"};
   app.add_option("--out", out, "where to write the report")->required();
@@ -135,6 +167,8 @@ int main(int argc, char** argv) {
   app.add_option("--bench-log", bench_log, "bench_gemm's stderr, named in the report");
   app.add_option("--cutlass-log", cutlass_log, "cutlass_baseline_check's output (one JSON object per line)");
   app.add_option("--cutlass-exit", cutlass_exit, "its exit status");
+  app.add_option("--python-log", python_log, "the Python package's GPU tests (pytest -rs output)");
+  app.add_option("--python-exit", python_exit, "their exit status (127: not run)");
   app.add_option("--perf-model", model_path, "bench/perf_model's JSON for this tree, to set beside the measurements");
   app.add_option("--commit", commit, "source commit of the checked tree");
   app.add_option("--duration", durations, "NAME=SECONDS, repeatable")->delimiter(',');
@@ -174,6 +208,7 @@ int main(int argc, char** argv) {
   r["bench_log"] = bench_log.empty() ? Json(nullptr) : Json(std::filesystem::path(bench_log).filename().string());
 
   r["cutlass_check"] = parse_cutlass_check(cutlass_log, cutlass_exit);
+  r["python_tests"] = parse_pytest_log(python_log, python_exit);
 
   // The static model's prediction beside each measured case (calibration; not part of the verdict).
   std::string model_why;
@@ -201,7 +236,9 @@ int main(int argc, char** argv) {
   const bool tests_ok = tests_exit == 0 && tests.value("failed", Json(1)) == Json(0);
   const bool bench_ok = bench_exit == 0;
   const bool cutlass_ok = cutlass_exit == 0;
-  r["verdict"] = !gpu ? "no_gpu" : tests_ok && bench_ok && cutlass_ok ? "pass" : "fail";
+  // Not run (no wheel carried) is reported, not failed: the C++ suites are the core check.
+  const bool python_ok = !r["python_tests"]["ran"].get<bool>() || python_exit == 0;
+  r["verdict"] = !gpu ? "no_gpu" : tests_ok && bench_ok && cutlass_ok && python_ok ? "pass" : "fail";
 
   const std::string tmp = out + ".tmp";
   {
