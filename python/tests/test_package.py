@@ -95,3 +95,13 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path):
     assert Path(location).is_relative_to(env_dir), f"imported {location}, not the venv's copy"
     cli = subprocess.run([env_dir / "bin" / "moejit", "--version"], capture_output=True, text=True)
     assert cli.returncode == 0, cli.stderr
+
+
+def test_readme_python_example_runs(tmp_path):
+    """The top-level README's Python example, as a reader would paste it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    run = subprocess.run([sys.executable, "-c", block + "\nprint(out.dtype, out.shape)\n"], capture_output=True,
+                         text=True, cwd=tmp_path, env={**os.environ, "MOEJIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[-3:] == ["bfloat16", "(4,", "256)"], run.stdout
