@@ -195,6 +195,12 @@ TEST_CASE("host grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF") {
   for (const GemmCase& c : edge_scale_cases()) run_gemm_case(*resolver, c, fresh_seed());
 }
 
+TEST_CASE("host grouped GEMM: a NaN gate or up row stays NaN through silu_and_mul and swiglu_oai") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (const GemmCase& c : nan_act_and_mul_cases()) run_gemm_case(*resolver, c, fresh_seed());
+}
+
 TEST_CASE("host grouped GEMM: E8M0 bytes 0x00, 0x01, 0xFE and 0xFF at every column position of a strip") {
   TempDir dir;
   auto resolver = host_resolver(dir);

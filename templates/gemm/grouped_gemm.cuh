@@ -86,8 +86,9 @@ MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
 template <class Spec>
 MOEJIT_DEVICE float activate(float gate, float up) {
   if constexpr (Spec::epilogue == kernel_enum::silu_and_mul) return gate * prim::sigmoid(gate) * up;
-  // gpt-oss clamped SwiGLU: alpha 1.702, limit 7.
-  const float g = min_of(gate, 7.0f), u = max_of(-7.0f, min_of(up, 7.0f));
+  // gpt-oss clamped SwiGLU: alpha 1.702, limit 7. min_of / max_of return their first argument
+  // when either is NaN, so a NaN gate or up stays NaN (as torch's clamp keeps it).
+  const float g = min_of(gate, 7.0f), u = max_of(min_of(up, 7.0f), -7.0f);
   return g * prim::sigmoid(1.702f * g) * (u + 1.0f);
 }
 
