@@ -326,11 +326,7 @@ def main() -> None:
         fail("--rounds and --calls must be positive")
 
     driver_path = os.path.abspath(find_driver(args.driver))
-    # Before moejit loads libcuda; and torch stays unimported: with torch imported, moejit asks
-    # torch for the current CUDA stream, which needs a real GPU.
-    os.environ["MOEJIT_CUDA_LIBRARY"] = driver_path
-    if "torch" in sys.modules:
-        fail("torch is imported: moejit would ask it for the current CUDA stream")
+    os.environ["MOEJIT_CUDA_LIBRARY"] = driver_path  # before moejit loads libcuda
     torch_importable = importlib.util.find_spec("torch") is not None
     driver = NullDriver(driver_path)
 
@@ -344,30 +340,13 @@ def main() -> None:
     ctx = moejit.Context("device", cache_dir=args.cache_dir)
     rng = np.random.default_rng(20261129)
 
-    # Weights: moejit.pack_weights from NumPy sources (plain MXFP4 codes). It allocates the packed
-    # buffers in the context's CUDA memory, which it can do only through torch; here they come
-    # from the null driver instead (the one place this benchmark steps around the public API).
+    # Weights: moejit.pack_weights from NumPy sources (plain MXFP4 codes) into buffers from the
+    # null driver (pack_weights' allocator; by default it would ask torch for CUDA memory).
     def pack(n: int, k: int, rows: str):
         codes = rng.integers(0, 16, (EXPERTS, n, k), dtype=np.uint8)
         scales = rng.integers(124, 130, (EXPERTS, n, k // 32), dtype=np.uint8)
-        from moejit import _arrays
-        if not hasattr(_arrays, "empty_bytes"):
-            fail("moejit._arrays.empty_bytes is gone: update how this benchmark allocates packed weights")
-        original = _arrays.empty_bytes
-
-        def empty_bytes(like, nbytes, *, device, zero=False, align=256):
-            if device[0] != "cuda":
-                return original(like, nbytes, device=device, zero=zero, align=align)
-            buf = NullDeviceArray(driver, (nbytes,), np.uint8)  # 256-byte aligned
-            if zero:
-                driver.zero(buf.ptr, nbytes)
-            return buf
-
-        _arrays.empty_bytes = empty_bytes
-        try:
-            return moejit.pack_weights(ctx, "plain", codes, scales, format="mxfp4", rows=rows)
-        finally:
-            _arrays.empty_bytes = original
+        return moejit.pack_weights(ctx, "plain", codes, scales, format="mxfp4", rows=rows,
+                                   allocator=lambda nbytes: NullDeviceArray(driver, (nbytes,), np.uint8))
 
     w13 = pack(2 * INTERMEDIATE, HIDDEN, "concatenated")
     w2 = pack(HIDDEN, INTERMEDIATE, "plain")
@@ -487,8 +466,8 @@ def main() -> None:
         result["cpp"] = run_cpp(args.cpp, driver_path, args.quick, args.cache_dir)
     result["torch"] = {
         "importable": torch_importable,
-        "note": "not measured: torch.ops.moejit.* take CUDA tensors, which torch cannot make without a GPU, and "
-                "moejit asks torch for the current stream when torch is imported; the GPU run measures that path"}
+        "note": "not measured: torch.ops.moejit.* take CUDA tensors, which torch cannot make without a GPU; "
+                "the GPU run measures that path"}
     result["stats"] = ctx.stats()
     result["included"] = (
         "per call: moejit's Python argument checks, one DLPack export per array (this benchmark's ctypes "

@@ -49,13 +49,22 @@ def is_array(x: Any) -> bool:
     return isinstance(x, np.ndarray) or is_torch(x) or is_dlpack(x)
 
 
+# numpy.dtype.name is computed in Python on every read (microseconds): names are looked up once
+# per dtype object, which checks read several times a call.
+_DTYPE_NAMES: dict = {}
+
+
 def dtype_name(x: Any) -> str:
-    if is_torch(x):
-        return _torch_dtype_names().get(x.dtype, str(x.dtype))
-    dt = np.dtype(x.dtype)
-    if dt.name == "bfloat16":
-        return "bf16"
-    return _NUMPY_DTYPES.get(dt, dt.name)
+    dt = x.dtype
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        if is_torch(x):
+            name = _torch_dtype_names().get(dt, str(dt))
+        else:
+            npdt = np.dtype(dt)
+            name = "bf16" if npdt.name == "bfloat16" else _NUMPY_DTYPES.get(npdt, npdt.name)
+        _DTYPE_NAMES[dt] = name
+    return name
 
 
 def _torch_dtype_names() -> dict:
@@ -134,11 +143,9 @@ def empty(like: Any, shape: Sequence[int], dtype: str, *, device: tuple[str, int
     return np.empty(tuple(shape), dtype={"f16": np.float16, "f32": np.float32}[dtype])
 
 
-def current_stream(device: tuple[str, int]) -> int:
-    """torch's current stream on a CUDA device (as the CUstream handle), else 0."""
-    if device[0] != "cuda":
+def current_stream(device: tuple[str, int], like: Any) -> int:
+    """The stream a call on ``device`` goes to by default: torch's current stream when its
+    arrays are CUDA tensors, else 0 (the legacy default stream; pass ``stream`` for others)."""
+    if device[0] != "cuda" or not is_torch(like):
         return 0
-    torch = _torch()
-    if torch is None:
-        return 0
-    return torch.cuda.current_stream(device[1]).cuda_stream
+    return _torch().cuda.current_stream(device[1]).cuda_stream

@@ -19,8 +19,9 @@ class Context:
     only when there is no driver or no device), "device" or "host". device: the CUDA ordinal.
     cache_dir: the writable store (None: $MOEJIT_CACHE_DIR, else ~/.cache/moejit);
     read_only_dirs: shipped stores searched first. frozen: a kernel missing from the store is an
-    error instead of a compile. logger: where moejit's diagnostics go (default the "moejit"
-    logger); like the C library's sink this is process-wide: the last context created wins.
+    error instead of a compile. logger: where moejit's diagnostics go (default: the "moejit"
+    logger when logging has handlers for it, else stderr as from C); like the C library's sink
+    this is process-wide: the last context created with one receives every message.
     usage_manifest: append every kernel spec this context uses to this file (for
     ``moejit warmup --from-usage``). Safe to share between threads; close() waits for calls
     in flight.
@@ -29,16 +30,25 @@ class Context:
     def __init__(self, backend: str = "auto", device: int = 0, *, cache_dir: Optional[os.PathLike | str] = None,
                  read_only_dirs: Iterable[os.PathLike | str] = (), compile_threads: int = 0, frozen: bool = False,
                  logger: Optional[logging.Logger] = None, usage_manifest: Optional[os.PathLike | str] = None):
-        target = logger if logger is not None else logging.getLogger("moejit")
-
-        def forward(level: int, message: str) -> None:
-            target.log(_PYTHON_LEVELS[LOG_LEVELS[level]] if 0 <= level < len(LOG_LEVELS) else logging.INFO, message)
+        # Into Python logging when the caller asked for it (a logger, or handlers configured for
+        # "moejit" or above it); otherwise moejit's own stderr sink, so that its warnings and
+        # MOEJIT_PRINT_CONFIGS's lines appear without any logging set-up, as from C.
+        target = logger
+        if target is None and logging.getLogger("moejit").hasHandlers():
+            target = logging.getLogger("moejit")
+        forward = None
+        if target is not None:
+            def forward(level: int, message: str) -> None:
+                python_level = _PYTHON_LEVELS[LOG_LEVELS[level]] if 0 <= level < len(LOG_LEVELS) else logging.INFO
+                target.log(python_level, message)
 
         self._core = _core.Context(
             lookup(BACKENDS, backend, "backend"), int(device),
             None if cache_dir is None else os.fspath(cache_dir),
             [os.fspath(d) for d in read_only_dirs], int(compile_threads), bool(frozen), forward,
             None if usage_manifest is None else os.fspath(usage_manifest))
+        # Where this context's tensors live: ("cuda", ordinal) or ("cpu", 0).
+        self.memory = ("cuda", self.device) if self.backend == "device" else ("cpu", 0)
 
     @property
     def backend(self) -> str:
@@ -53,11 +63,6 @@ class Context:
     @property
     def device(self) -> int:
         return self._core.device
-
-    @property
-    def memory(self) -> tuple[str, int]:
-        """Where this context's tensors live: ("cuda", ordinal) or ("cpu", 0)."""
-        return ("cuda", self.device) if self.backend == "device" else ("cpu", 0)
 
     def stats(self) -> dict:
         """Kernel-table and store counters: memory_hits, disk_hits, compiles, compile_ms, ..."""

@@ -51,8 +51,8 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     ``fused_moe_workspace_size`` bytes, 256-byte aligned, any contents) too, which is not
     allowed under CUDA graph capture: pass both there. apply_router_weight_on_input (vLLM's
     flag, topk must be 1): the weight scales the input row instead of the output. Returns output.
-    On a CUDA tensor the call is queued on ``stream`` (default: torch's current stream) without
-    synchronizing the host.
+    On CUDA memory the call is queued on ``stream`` (default: torch's current stream for torch
+    tensors, else the legacy default stream) without synchronizing the host.
     """
     _check_weights(w13, "w13")
     _check_weights(w2, "w2")
@@ -88,7 +88,7 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
         workspace = _arrays.empty_bytes(hidden, nbytes, device=ctx.memory) if nbytes else None
     else:
         _arrays.check(workspace, "workspace", ("u8",), (None,))
-    stream = _arrays.current_stream(ctx.memory) if stream is None else stream
+    stream = _arrays.current_stream(ctx.memory, hidden) if stream is None else stream
     _core.fused_moe(ctx._core, w13._packed, w2._packed, DTYPES[act_dtype], DTYPES[out_dtype], _activation(activation),
                     tokens, topk, int(global_experts), int(max_tokens), _arrays.for_core(act), topk_ids, topk_weights,
                     expert_map, _arrays.for_core(output), workspace, int(stream))
@@ -209,7 +209,7 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
         workspace = _arrays.empty_bytes(a, nbytes, device=ctx.memory, zero=True) if nbytes else None
     else:
         _arrays.check(workspace, "workspace", ("u8",), (None,))
-    stream = _arrays.current_stream(ctx.memory) if stream is None else stream
+    stream = _arrays.current_stream(ctx.memory, a) if stream is None else stream
     _core.grouped_gemm(ctx._core, weights._packed, DTYPES[act_dtype], DTYPES[out_dtype], layout_code, epilogue_code, m,
                        int(block_size), int(a_row_divisor), int(rows_per_expert_hint), _arrays.for_core(a),
                        int(a.shape[-1]), _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids, expert_ids,

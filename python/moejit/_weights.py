@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+import numpy as np
 
 from . import _arrays, _core
 from ._context import Context
@@ -89,7 +91,8 @@ def _expected_shapes(source: str, e: int, n: int, k: int, g: int) -> dict:
 
 
 def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=None, *, format: Optional[str] = None,
-                 rows: str = "plain", stream: Optional[int] = None) -> PackedWeights:
+                 rows: str = "plain", stream: Optional[int] = None,
+                 allocator: Optional[Callable[[int], Any]] = None) -> PackedWeights:
     """Packs one layer's expert weights from the layout a checkpoint holds.
 
     source: "plain" (codes u8 [E,N,K] 0..15, scales [E,N,K/G], zeros u8 [E,N,K/G]),
@@ -102,6 +105,8 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     format="int4_sym", and moejit checks every zero point is 8). rows: "plain", or for gate/up
     (N = 2I) weights "concatenated" (vLLM's w13) or "interleaved" (gpt-oss). bias: float32 [E, N]
     in source row order. Sources may be host memory or, on the device backend, the context's GPU.
+    allocator(nbytes) returns the uint8 buffers the packed weights live in (16-byte aligned, in
+    the context's memory); by default NumPy or torch arrays (torch for CUDA memory).
     """
     src = lookup(SOURCES, source, "source")
     for name, x in (("qweight", qweight), ("scales", scales)):
@@ -131,19 +136,30 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     sources = (_arrays.for_core(qweight), _arrays.for_core(scales), None if zeros is None else _arrays.for_core(zeros),
                bias, source_device[0] == "cuda")
     sizes = _core.packed_sizes(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, *sources)
-    buffers = [None if nbytes == 0 else _arrays.empty_bytes(qweight, nbytes, device=ctx.memory, align=16)
-               for nbytes in sizes[:3]]
-    # The bias keeps its dtype and shape (float32 [E, N], in packed column order).
+    if allocator is None:
+        def allocator(nbytes: int):
+            return _arrays.empty_bytes(qweight, nbytes, device=ctx.memory, align=16)
+    buffers = [None if nbytes == 0 else _allocated(allocator, nbytes) for nbytes in sizes[:3]]
+    # The bias keeps its dtype and shape (float32 [E, N], in packed column order) where the
+    # array library can view bytes as float32; the C call needs only its bytes.
     bias_buffer = None
     if bias is not None:
-        raw = _arrays.empty_bytes(qweight, 4 * e * n, device=ctx.memory, align=16)
-        bias_buffer = raw.view(_f32(raw)).reshape(e, n)
+        raw = _allocated(allocator, 4 * e * n)
+        bias_buffer = raw.view(_f32(raw)).reshape(e, n) if isinstance(raw, np.ndarray) or _arrays.is_torch(raw) else raw
     buffers.append(bias_buffer)
     out = _core.Packed(ctx._core, fmt, g, scale_code, e, n, k, row_code != 0, *buffers)
-    stream = _arrays.current_stream(ctx.memory) if stream is None else stream
+    stream = _arrays.current_stream(ctx.memory, qweight) if stream is None else stream
     _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, *sources, out, int(stream))
     zeros_buffer = buffers[2] if format == "int4_asym" else None
     return PackedWeights(ctx, out, buffers[0], buffers[1], zeros_buffer, buffers[3] if bias is not None else None)
+
+
+def _allocated(allocator: Callable[[int], Any], nbytes: int):
+    buffer = allocator(nbytes)
+    _arrays.check(buffer, "allocator(...)", ("u8",), (None,))
+    if int(buffer.shape[0]) < nbytes:
+        raise invalid(f"allocator({nbytes}) returned {int(buffer.shape[0])} bytes: expected at least {nbytes}")
+    return buffer
 
 
 def _f32(like: Any):
@@ -151,5 +167,4 @@ def _f32(like: Any):
     if _arrays.is_torch(like):
         import torch
         return torch.float32
-    import numpy as np
     return np.float32
