@@ -291,6 +291,13 @@ def find_driver(given: str | None) -> str:
     return ""
 
 
+def shown(path: str) -> str:
+    """A path as results record it: relative to the repository when inside it (results are
+    committed, and a machine's directories mean nothing elsewhere), else its file name."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else resolved.name
+
+
 def run_cpp(binary: str, driver: str, quick: bool, cache_dir: str | None) -> dict:
     """bench_host_overhead in a child process, on the same null driver and store."""
     cmd = [binary, "--driver", driver] + (["--rounds", "3", "--calls", "200"] if quick else [])
@@ -300,7 +307,7 @@ def run_cpp(binary: str, driver: str, quick: bool, cache_dir: str | None) -> dic
         fail(f"--cpp {binary} failed: {out.stderr.strip()}")
     j = json.loads(out.stdout)
     us = lambda d: {"median_us": round(d["median_ns"] / 1000.0, 3), "min_us": round(d["min_ns"] / 1000.0, 3)}
-    return {"command": " ".join(cmd), "build_commit": j.get("build_commit"), "settings": j.get("settings"),
+    return {"command": " ".join([shown(binary), "--driver", shown(driver)] + cmd[3:]), "build_commit": j.get("build_commit"), "settings": j.get("settings"),
             "grouped_gemm_indexed": dict(us(j["grouped_gemm"]), launches_per_call=j["grouped_gemm"]["launches_per_call"]),
             "fused_moe": dict(us(j["fused_moe"]), launches_per_call=j["fused_moe"]["launches_per_call"]),
             "null_driver_launch": us(j["null_driver_launch"])}
@@ -410,7 +417,7 @@ def main() -> None:
               "python": platform.python_version(), "numpy": np.__version__, "moejit": moejit.__version__,
               "cpu": cpu_model(), "cpus": os.cpu_count(),
               "driver": "moejit null driver (no GPU): launches return at once; device memory is host memory",
-              "driver_path": driver_path, "arch": ctx.arch,
+              "driver_path": shown(driver_path), "arch": ctx.arch,
               "settings": {"rounds": args.rounds, "calls_per_round": args.calls, "quick": args.quick},
               "problem": {"experts": EXPERTS, "hidden": HIDDEN, "intermediate": INTERMEDIATE, "topk": TOPK,
                           "tokens": TOKENS, "format": "mxfp4", "act": "bf16", "out": "bf16"},
