@@ -146,15 +146,19 @@ def _known_weights(w: PackedWeights, name: str) -> tuple[_Spec, tuple]:
 
 # ---- The ops ---------------------------------------------------------------------------------
 
-def _weights(ctx: Context, buffers: tuple, format: str, group_size: int, scale_dtype: str, experts: int, n: int,
-             k: int, act_and_mul: bool) -> PackedWeights:
-    known = _of_buffers.get(_buffers_key(buffers, (format, group_size, scale_dtype, experts, n, k, act_and_mul)))
-    if known is not None:
-        return known
+def _describe(ctx: Context, buffers: tuple, format: str, group_size: int, scale_dtype: str, experts: int, n: int,
+              k: int, act_and_mul: bool) -> PackedWeights:
     qweight, scales, zeros, bias = buffers
     return PackedWeights.from_buffers(ctx, format=format, group_size=group_size, scale_dtype=scale_dtype,
                                       experts=experts, n=n, k=k, act_and_mul=act_and_mul, qweight=qweight,
                                       scales=scales, zeros=zeros, bias=bias)
+
+
+def _weights(ctx: Context, buffers: tuple, *meta) -> PackedWeights:
+    """The live weights moejit.torch has seen over these very buffers, else a new description:
+    describing them again costs about 30 us a call, a lookup 2 us."""
+    known = _of_buffers.get(_buffers_key(buffers, meta))
+    return known if known is not None else _describe(ctx, buffers, *meta)
 
 
 def _aligned(workspace: Optional[Tensor]) -> Optional[Tensor]:
@@ -458,8 +462,8 @@ class FusedMoE(torch.nn.Module):
         def packed(name: str) -> PackedWeights:
             meta = dict(state[name])
             buffers = [_placed(state_dict.get(f"{prefix}{name}_{b}"), device) for b in _BUFFER_NAMES]
-            return _weights(context, tuple(buffers), meta["format"], meta["group_size"], meta["scale_dtype"],
-                            meta["experts"], meta["n"], meta["k"], meta["act_and_mul"])
+            return _describe(context, tuple(buffers), meta["format"], meta["group_size"], meta["scale_dtype"],
+                             meta["experts"], meta["n"], meta["k"], meta["act_and_mul"])
 
         return cls(packed("w13"), packed("w2"), activation=state["activation"],
                    expert_map=_placed(state_dict.get(prefix + "expert_map"), device),
@@ -487,11 +491,12 @@ class FusedMoE(torch.nn.Module):
         self.workspace = torch.empty(nbytes, dtype=torch.uint8, device=self.w13_qweight.device)
         self.max_tokens = max_tokens
 
-    def forward(self, hidden: Tensor, topk_weights: Tensor, topk_ids: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor, topk_weights: Tensor, topk_ids: Tensor,
+                output: Optional[Tensor] = None) -> Tensor:
         """hidden [T, H] bf16/f16, topk_weights float32 [T, topk], topk_ids [T, topk] int32 (int64
-        is converted, which allocates) -> [T, H] of hidden's dtype."""
+        is converted, which allocates) -> output [T, H], allocated in hidden's dtype when None."""
         return _run_fused(hidden, self._spec13, self._weight_buffers("w13"), self._spec2, self._weight_buffers("w2"),
-                          topk_weights, topk_ids, self.activation, self.global_experts, self.expert_map, None, None,
+                          topk_weights, topk_ids, self.activation, self.global_experts, self.expert_map, output, None,
                           self.workspace, self.max_tokens, False)
 
     def _weight_buffers(self, prefix: str) -> tuple:

@@ -196,9 +196,9 @@ def test_module_from_checkpoint_and_state_dict(host_ctx, rng):
         "gptq_v2", c13["qweight"], c13["scales"], c2["qweight"], c2["scales"], w13_zeros=c13["zeros"],
         w13_bias=c13["bias"], w2_zeros=c2["zeros"], w2_bias=c2["bias"], rows="interleaved",
         activation="swiglu_oai", context=host_ctx)
-    hidden = bf16_hidden(rng, 6)
+    hidden = bf16_hidden(rng, 6, scale=4.0)  # large enough to reach the clamps
     ids, weights = routing(rng, 6)
-    out = layer(hidden, weights, ids)
+    out = layer(hidden, weights, ids, output=poisoned((6, H)))
     check_layer(out, expected_layer(hidden, w13, w2, ids, weights, "swiglu_oai"), "FusedMoE")
 
     saved = io.BytesIO()
@@ -229,8 +229,8 @@ def test_module_reserved_workspace(host_ctx, rng):
     for tokens in (3, 8):
         hidden = bf16_hidden(rng, tokens)
         ids, weights = routing(rng, tokens)
-        check_layer(layer(hidden, weights, ids), expected_layer(hidden, w13, w2, ids, weights),
-                    f"reserved workspace, {tokens} tokens")
+        check_layer(layer(hidden, weights, ids, output=poisoned((tokens, H))),
+                    expected_layer(hidden, w13, w2, ids, weights), f"reserved workspace, {tokens} tokens")
 
 
 # ---- torch.compile and opcheck -----------------------------------------------------------------
@@ -242,7 +242,7 @@ def small_layer(host_ctx):
 
 
 def test_compile_the_op_fullgraph(host_ctx, rng, small_layer):
-    _, _, p13, p2 = small_layer
+    w13, w2, p13, p2 = small_layer
     args = op_args(host_ctx, p13, p2)
     workspace = torch.empty(mt.fused_moe_workspace_bytes(p13, p2, 4, TOPK), dtype=torch.uint8)
 
@@ -254,16 +254,21 @@ def test_compile_the_op_fullgraph(host_ctx, rng, small_layer):
 
     hidden = bf16_hidden(rng, 4)
     ids, weights = routing(rng, 4)
+    eager = poisoned((4, H))
+    torch.ops.moejit.fused_moe(eager, hidden, topk_weights=weights, topk_ids=ids, expert_map=None,
+                               workspace=workspace, **args)
+    check_layer(eager, expected_layer(hidden, w13, w2, ids, weights), "eager op")
     compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
-    assert torch.equal(compiled(hidden, weights, ids), layer(hidden, weights, ids))
+    assert torch.equal(compiled(hidden, weights, ids), eager)
 
 
 def test_compile_the_wrapper_and_module_fullgraph(rng, small_layer):
     """Both allocate output and workspace inside the compiled function."""
-    _, _, p13, p2 = small_layer
+    w13, w2, p13, p2 = small_layer
     hidden = bf16_hidden(rng, 3)
     ids, weights = routing(rng, 3)
-    eager = mt.fused_moe(hidden, p13, p2, weights, ids)
+    eager = mt.fused_moe(hidden, p13, p2, weights, ids, output=poisoned((3, H)))
+    check_layer(eager, expected_layer(hidden, w13, w2, ids, weights), "eager wrapper")
 
     def layer(hidden, weights, ids):
         return mt.fused_moe(hidden, p13, p2, weights, ids)

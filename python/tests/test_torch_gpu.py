@@ -130,7 +130,7 @@ def test_module_on_cuda_and_its_state_dict(device_ctx, host_ctx, rng):
     source = bf16_hidden(rng, 6, scale=4.0)  # large enough to reach the clamps
     ids, weights = routing(rng, 6)
     inputs = cuda(source, weights, ids)
-    out = layer(*inputs)
+    out = layer(*inputs, output=nan_filled((6, H)))
     expected = expected_layer(source, w13, w2, ids, weights, "swiglu_oai")
     check_layer(out.cpu(), expected, "FusedMoE on CUDA")
 
@@ -160,10 +160,12 @@ def test_module_on_cuda_and_its_state_dict(device_ctx, host_ctx, rng):
 
 
 def test_compile_on_cuda_fullgraph(device_ctx, rng):
-    _, _, p13, p2 = make_layer(rng, device_ctx, "vllm_mxfp4")
+    w13, w2, p13, p2 = make_layer(rng, device_ctx, "vllm_mxfp4")
+    source = bf16_hidden(rng, 4)
     ids, weights = routing(rng, 4)
-    inputs = cuda(bf16_hidden(rng, 4), weights, ids)
-    eager = mt.fused_moe(inputs[0], p13, p2, inputs[1], inputs[2])
+    inputs = cuda(source, weights, ids)
+    eager = mt.fused_moe(inputs[0], p13, p2, inputs[1], inputs[2], output=nan_filled((4, H)))
+    check_layer(eager.cpu(), expected_layer(source, w13, w2, ids, weights), "eager on CUDA")
 
     def layer(hidden, weights, ids):
         return mt.fused_moe(hidden, p13, p2, weights, ids)
