@@ -153,6 +153,21 @@ TEST_CASE("C ABI: fused MoE with gpt-oss SwiGLU, biases and expert parallelism m
                     std::string(moejit_last_error()));
     CHECK(from_shapes == bytes);
     CHECK(moejit_fused_moe(c.ctx, &shapes, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+    // ... before the weights are packed, too: descriptors with shapes and formats, no buffers.
+    moejit_packed_weights_t w13 = *a.w13, w2 = *a.w2;
+    for (moejit_packed_weights_t* w : {&w13, &w2}) {
+      w->qweight = w->scales = w->zeros = nullptr;
+      w->bias = nullptr;
+      w->qweight_bytes = w->scales_bytes = w->zeros_bytes = w->bias_bytes = 0;
+    }
+    shapes.w13 = &w13;
+    shapes.w2 = &w2;
+    from_shapes = 0;
+    REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &shapes, &from_shapes) == MOEJIT_OK,
+                    std::string(moejit_last_error()));
+    CHECK(from_shapes == bytes);
+    CHECK(moejit_fused_moe(c.ctx, &shapes, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(moejit_last_error()).find("qweight") != std::string::npos);
   }
   // Map entries past the local experts, or negative ones other than -1, are refused too.
   for (const i32 bad : {static_cast<i32>(local), -2}) {

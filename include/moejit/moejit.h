@@ -265,6 +265,8 @@ typedef struct moejit_grouped_gemm_args {
 } moejit_grouped_gemm_args_t;
 
 void moejit_grouped_gemm_args_init(moejit_grouped_gemm_args_t* args);
+/* Reads shapes only, as moejit_fused_moe_workspace_size does: data pointers and the weights'
+   buffers may be NULL. */
 moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context,
                                                    const moejit_grouped_gemm_args_t* args, uint64_t* bytes);
 moejit_status_t moejit_grouped_gemm(moejit_context_t context, const moejit_grouped_gemm_args_t* args,
@@ -305,8 +307,9 @@ typedef struct moejit_fused_moe_args {
 } moejit_fused_moe_args_t;
 
 void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
-/* Reads shapes only (w13/w2 descriptors, tokens/max_tokens, topk, global_experts, dtypes,
-   activation): the data pointers may be NULL, so engines size the workspace at start-up. */
+/* Reads shapes only (the w13/w2 descriptors' formats and shapes, tokens/max_tokens, topk,
+   global_experts, dtypes, activation): every data pointer may be NULL, the weights' buffers
+   (and their sizes) too, so engines size the workspace at start-up, before loading weights. */
 moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const moejit_fused_moe_args_t* args,
                                                 uint64_t* bytes);
 moejit_status_t moejit_fused_moe(moejit_context_t context, const moejit_fused_moe_args_t* args, void* stream);

@@ -24,6 +24,27 @@ class PackedWeights:
         self._ctx = ctx
         self._packed = packed
         self.qweight, self.scales, self.zeros, self.bias = qweight, scales, zeros, bias
+        # Plain attributes, read once: torch.compile traces through them, not through the extension.
+        self.format = name_of(FORMATS, packed.format)
+        self.group_size = packed.group_size
+        self.scale_dtype = name_of(DTYPES, packed.scale_dtype)
+        self.experts, self.n, self.k = packed.experts, packed.n, packed.k
+        self.act_and_mul = packed.act_and_mul
+
+    @property
+    def context(self) -> Context:
+        """The context the weights were packed for (their memory is its memory)."""
+        return self._ctx
+
+    @classmethod
+    def describe(cls, ctx: Context, *, format: str, group_size: int, scale_dtype: str, experts: int, n: int, k: int,
+                 act_and_mul: bool) -> "PackedWeights":
+        """Weights' shape and format without their buffers: for workspace-size queries at start-up,
+        before any weights are loaded. A launch with them fails, naming the missing buffer."""
+        packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"), int(group_size),
+                              lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
+                              bool(act_and_mul), None, None, None, None)
+        return cls(ctx, packed, None, None, None, None)
 
     @classmethod
     def from_buffers(cls, ctx: Context, *, format: str, group_size: int, scale_dtype: str, experts: int, n: int,
@@ -37,14 +58,6 @@ class PackedWeights:
                               lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
                               bool(act_and_mul), qweight, scales, zeros, bias)
         return cls(ctx, packed, qweight, scales, zeros, bias)
-
-    format = property(lambda self: name_of(FORMATS, self._packed.format))
-    group_size = property(lambda self: self._packed.group_size)
-    scale_dtype = property(lambda self: name_of(DTYPES, self._packed.scale_dtype))
-    experts = property(lambda self: self._packed.experts)
-    n = property(lambda self: self._packed.n)
-    k = property(lambda self: self._packed.k)
-    act_and_mul = property(lambda self: self._packed.act_and_mul)
 
     def __repr__(self) -> str:
         return (f"moejit.PackedWeights({self.format}, group {self.group_size}, scales {self.scale_dtype}, "

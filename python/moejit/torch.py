@@ -112,9 +112,6 @@ class _Spec(NamedTuple):
 # the extension, which torch.compile cannot trace; from here it can, so the wrappers trace once
 # the weights have been seen here (any eager call that names them).
 _known: "weakref.WeakKeyDictionary[PackedWeights, tuple[_Spec, tuple]]" = weakref.WeakKeyDictionary()
-# _Spec -> weights of that spec. The workspace size queries take specs (torch.compile calls them
-# with constants only) but moejit checks the buffers too, so they borrow those of live weights.
-_of_spec: "weakref.WeakValueDictionary[_Spec, PackedWeights]" = weakref.WeakValueDictionary()
 # (shape, buffer addresses) -> those weights: the ops find them here instead of describing the
 # buffers to moejit again (about 30 us a weight). Weak, so dropped weights are not kept; while
 # they live, their buffers' memory cannot hold anything else.
@@ -135,11 +132,10 @@ def _known_weights(w: PackedWeights, name: str) -> tuple[_Spec, tuple]:
         raise invalid(f"argument '{name}' is a {type(w).__name__}: expected moejit.PackedWeights (moejit.pack_weights)")
     entry = _known.get(w)
     if entry is None:
-        spec = _Spec(register_context(w._ctx), w.format, w.group_size, w.scale_dtype, w.experts, w.n, w.k,
+        spec = _Spec(register_context(w.context), w.format, w.group_size, w.scale_dtype, w.experts, w.n, w.k,
                      w.act_and_mul)
         entry = (spec, tuple(_as_tensor(b) for b in (w.qweight, w.scales, w.zeros, w.bias)))
         _known[w] = entry
-        _of_spec[spec] = w
         _of_buffers[_buffers_key(entry[1], spec[1:])] = w
     return entry
 
@@ -234,6 +230,13 @@ def _dtype_name(dtype: torch.dtype, argument: str, allowed: tuple = _ACT_DTYPES)
     return _DTYPE_NAMES[dtype]
 
 
+def _shape_of(spec: _Spec) -> PackedWeights:
+    """Weights of ``spec`` without buffers: what the workspace-size queries read."""
+    return PackedWeights.describe(_context(spec.context), format=spec.format, group_size=spec.group_size,
+                                  scale_dtype=spec.scale_dtype, experts=spec.experts, n=spec.n, k=spec.k,
+                                  act_and_mul=spec.act_and_mul)
+
+
 def _with_slack(nbytes: int) -> int:
     return nbytes + _WORKSPACE_ALIGN - 1 if nbytes else 0
 
@@ -247,7 +250,7 @@ def _fused_workspace_bytes(*shape) -> int:
 @functools.lru_cache(maxsize=256)
 def _fused_workspace_query(spec13: _Spec, spec2: _Spec, act_dtype: str, out_dtype: str, activation: str, tokens: int,
                            topk: int, global_experts: int, max_tokens: int) -> int:
-    return _with_slack(fused_moe_workspace_size(_context(spec13.context), _of_spec[spec13], _of_spec[spec2], tokens,
+    return _with_slack(fused_moe_workspace_size(_context(spec13.context), _shape_of(spec13), _shape_of(spec2), tokens,
                                                 topk, act_dtype=act_dtype, out_dtype=out_dtype, activation=activation,
                                                 global_experts=global_experts, max_tokens=max_tokens))
 
@@ -346,7 +349,7 @@ def _gemm_workspace_query(spec: _Spec, a_shape: tuple, act_dtype: str, out_dtype
                           m: Optional[int], block_size: int, a_row_divisor: int, rows_per_expert_hint: int) -> int:
     # moejit reads A's shape and dtype only; a meta tensor has both and no memory.
     a = torch.empty(a_shape, dtype={"bf16": torch.bfloat16, "f16": torch.float16}[act_dtype], device="meta")
-    return _with_slack(grouped_gemm_workspace_size(_context(spec.context), _of_spec[spec], a, layout=layout,
+    return _with_slack(grouped_gemm_workspace_size(_context(spec.context), _shape_of(spec), a, layout=layout,
                                                    epilogue=epilogue, m=m, out_dtype=out_dtype, block_size=block_size,
                                                    a_row_divisor=a_row_divisor,
                                                    rows_per_expert_hint=rows_per_expert_hint))
@@ -422,7 +425,7 @@ class FusedMoE(torch.nn.Module):
         _activation(activation)  # an unknown name fails here, not at the first forward
         spec13, buffers13, spec2, buffers2 = _fused_weights(w13, w2)
         self._spec13, self._spec2 = spec13, spec2
-        self._packed = (w13, w2)  # keeps them (and so _of_spec's entries) alive for the size queries
+        self._packed = (w13, w2)  # alive while the module is: the ops find them by their buffers
         self.activation = activation
         self.global_experts = global_experts or (int(expert_map.shape[0]) if expert_map is not None else 0)
         for prefix, buffers in (("w13", buffers13), ("w2", buffers2)):

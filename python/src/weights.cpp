@@ -80,7 +80,7 @@ void bind_weights(nb::module_& m) {
       .def(nb::init<const Context&, int, uint32_t, int, uint32_t, uint32_t, uint32_t, bool, nb::object, nb::object,
                     nb::object, nb::object>(),
            nb::arg("ctx"), nb::arg("format"), nb::arg("group_size"), nb::arg("scale_dtype"), nb::arg("experts"),
-           nb::arg("n"), nb::arg("k"), nb::arg("act_and_mul"), nb::arg("qweight"), nb::arg("scales"),
+           nb::arg("n"), nb::arg("k"), nb::arg("act_and_mul"), nb::arg("qweight").none(), nb::arg("scales").none(),
            nb::arg("zeros").none(), nb::arg("bias").none())
       .def_prop_ro("format", [](const Packed& p) { return static_cast<int>(p.get().format); })
       .def_prop_ro("group_size", [](const Packed& p) { return p.get().group_size; })

@@ -9,7 +9,8 @@ namespace moejit_python {
 class Packed {
  public:
   // Describes packed buffers that already exist (what moejit_pack_weights wrote, perhaps in an
-  // earlier process): the sizes are the arrays' byte sizes, checked against the shape by every use.
+  // earlier process): the sizes are the arrays' byte sizes, checked against the shape by every
+  // launch. Without buffers (None): a shape for workspace-size queries only.
   Packed(const Context& ctx, int format, uint32_t group_size, int scale_dtype, uint32_t experts, uint32_t n,
          uint32_t k, bool act_and_mul, nb::object qweight, nb::object scales, nb::object zeros, nb::object bias);
 

@@ -151,3 +151,19 @@ def test_caller_workspace_full_of_garbage(host_ctx, rng):
     second = moejit.fused_moe(host_ctx, hidden, p13, p2, weights, ids, workspace=workspace, max_tokens=16)
     assert first.view(np.uint16).tobytes() == second.view(np.uint16).tobytes()
     check_layer(first, ref.fused_moe_reference(hidden.astype(np.float64), w13, w2, ids, weights, "silu"), "garbage ws")
+
+
+def test_workspace_sized_before_weights_exist(host_ctx, rng):
+    """Engines size workspaces at start-up: shapes and formats alone give the same size, and a
+    launch with such a description fails naming the missing buffer."""
+    _, _, p13, p2 = make_layer(rng, host_ctx, "gptq_v1")
+    shapes = [moejit.PackedWeights.describe(host_ctx, format=w.format, group_size=w.group_size,
+                                            scale_dtype=w.scale_dtype, experts=w.experts, n=w.n, k=w.k,
+                                            act_and_mul=w.act_and_mul) for w in (p13, p2)]
+    for tokens, max_tokens in ((1, 0), (7, 64)):
+        real = moejit.fused_moe_workspace_size(host_ctx, p13, p2, tokens, TOPK, max_tokens=max_tokens)
+        assert moejit.fused_moe_workspace_size(host_ctx, *shapes, tokens, TOPK, max_tokens=max_tokens) == real > 0
+    hidden = bf16_hidden(rng, 2)
+    ids, weights = ref.random_routing(rng, 2, TOPK, E)
+    with pytest.raises(moejit.InvalidArgumentError, match="qweight"):
+        moejit.fused_moe(host_ctx, hidden, *shapes, weights, ids)

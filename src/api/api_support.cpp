@@ -47,16 +47,17 @@ Result<Layout> layout_of(int value, const char* argument) {
   return static_cast<Layout>(value);
 }
 
-Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w, const char* argument) {
+Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w, const char* argument, PackedUse use) {
   MOEJIT_TRY(check_struct(w, w ? w->struct_size : 0, sizeof(moejit_packed_weights_t), argument));
   if (w->format < MOEJIT_WEIGHT_MXFP4 || w->format > MOEJIT_WEIGHT_INT4_ASYM)
     return error(Code::invalid_argument, "argument '{}->format' = {}: expected a moejit_weight_format_t", argument,
                  static_cast<int>(w->format));
   MOEJIT_ASSIGN_OR_RETURN(DType scale, dtype_of(w->scale_dtype, "scale_dtype"));
-  if (w->qweight == nullptr || w->scales == nullptr)
+  const bool launch = use == PackedUse::launch;
+  if (launch && (w->qweight == nullptr || w->scales == nullptr))
     return error(Code::invalid_argument, "argument '{}->{}' is null: expected the packed buffer moejit_pack_weights filled",
                  argument, w->qweight == nullptr ? "qweight" : "scales");
-  if (w->format == MOEJIT_WEIGHT_INT4_ASYM && w->zeros == nullptr)
+  if (launch && w->format == MOEJIT_WEIGHT_INT4_ASYM && w->zeros == nullptr)
     return error(Code::invalid_argument, "argument '{}->zeros' is null: expected the packed zero points of int4_asym weights",
                  argument);
   if (w->group_size == 0 || w->k % w->group_size != 0 || w->n % 32 != 0 || w->k % 32 != 0 || w->experts == 0)
@@ -74,7 +75,7 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
                                  w->bias ? w->bias_bytes : 0};
   const char* names[4] = {"qweight_bytes", "scales_bytes", "zeros_bytes", "bias_bytes"};
   for (int i = 0; i < 4; ++i)
-    if (have[i] != want[i])
+    if (launch && have[i] != want[i])
       return error(Code::invalid_argument, "argument '{}->{}' = {}: expected {} for E x N x K = {} x {} x {}", argument,
                    names[i], have[i], want[i], e, n, k);
   for (auto [p, name] : {std::pair<const void*, const char*>{w->qweight, "qweight"}, {w->scales, "scales"}, {w->zeros, "zeros"}})

@@ -46,7 +46,13 @@ Result<DType> dtype_of(int value, const char* argument);
 Result<Epilogue> epilogue_of(int value, const char* argument);
 Result<Layout> layout_of(int value, const char* argument);
 
-// The ops' view of packed weights, checked for presence and consistency.
-Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* packed, const char* argument);
+// What a call needs of packed weights: their buffers (a launch), or only their shape and format
+// (a workspace-size query, which engines make at start-up, before any weights are loaded).
+enum class PackedUse { launch, shape_only };
+
+// The ops' view of packed weights, checked for consistency and, for a launch, for buffers of
+// exactly the packed sizes.
+Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* packed, const char* argument,
+                                                PackedUse use = PackedUse::launch);
 
 }  // namespace moejit::api

@@ -7,11 +7,11 @@ using namespace moejit;
 
 namespace {
 
-Result<dispatch::FusedMoeRequest> fused_request(const moejit_fused_moe_args_t* a) {
+Result<dispatch::FusedMoeRequest> fused_request(const moejit_fused_moe_args_t* a, api::PackedUse use) {
   MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, sizeof(moejit_fused_moe_args_t), "args"));
   dispatch::FusedMoeRequest r;
-  MOEJIT_ASSIGN_OR_RETURN(r.w13, api::packed_view(a->w13, "args->w13"));
-  MOEJIT_ASSIGN_OR_RETURN(r.w2, api::packed_view(a->w2, "args->w2"));
+  MOEJIT_ASSIGN_OR_RETURN(r.w13, api::packed_view(a->w13, "args->w13", use));
+  MOEJIT_ASSIGN_OR_RETURN(r.w2, api::packed_view(a->w2, "args->w2", use));
   MOEJIT_ASSIGN_OR_RETURN(r.act, api::dtype_of(a->act_dtype, "args->act_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(r.out, api::dtype_of(a->out_dtype, "args->out_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(r.activation, api::epilogue_of(a->activation, "args->activation"));
@@ -47,7 +47,7 @@ moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const 
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
     if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null: expected where to store the size");
-    MOEJIT_ASSIGN_OR_RETURN(dispatch::FusedMoeRequest r, fused_request(args));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::FusedMoeRequest r, fused_request(args, api::PackedUse::shape_only));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::fused_moe_workspace(r, launcher->arch(), launcher->sm_count()));
     return {};
@@ -57,7 +57,7 @@ moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const 
 moejit_status_t moejit_fused_moe(moejit_context_t context, const moejit_fused_moe_args_t* args, void* stream) {
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
-    MOEJIT_ASSIGN_OR_RETURN(dispatch::FusedMoeRequest r, fused_request(args));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::FusedMoeRequest r, fused_request(args, api::PackedUse::launch));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     dispatch::OpContext ops = context->op_context(*launcher);
     return dispatch::run_fused_moe(ops, r, stream);

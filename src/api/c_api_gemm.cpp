@@ -7,10 +7,10 @@ using namespace moejit;
 
 namespace {
 
-Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args_t* a) {
+Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args_t* a, api::PackedUse use) {
   MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, sizeof(moejit_grouped_gemm_args_t), "args"));
   dispatch::GroupedGemmRequest r;
-  MOEJIT_ASSIGN_OR_RETURN(r.weights, api::packed_view(a->weights, "args->weights"));
+  MOEJIT_ASSIGN_OR_RETURN(r.weights, api::packed_view(a->weights, "args->weights", use));
   MOEJIT_ASSIGN_OR_RETURN(r.act, api::dtype_of(a->act_dtype, "args->act_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(r.out, api::dtype_of(a->out_dtype, "args->out_dtype"));
   if (r.act == DType::e4m3)
@@ -62,7 +62,7 @@ moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context, con
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
     if (bytes == nullptr) return error(Code::invalid_argument, "argument 'bytes' is null: expected where to store the size");
-    MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args, api::PackedUse::shape_only));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     MOEJIT_ASSIGN_OR_RETURN(*bytes, dispatch::grouped_gemm_workspace(r, launcher->arch(), launcher->backend(), launcher->sm_count()));
     return {};
@@ -72,7 +72,7 @@ moejit_status_t moejit_grouped_gemm_workspace_size(moejit_context_t context, con
 moejit_status_t moejit_grouped_gemm(moejit_context_t context, const moejit_grouped_gemm_args_t* args, void* stream) {
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
-    MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::GroupedGemmRequest r, gemm_request(args, api::PackedUse::launch));
     MOEJIT_ASSIGN_OR_RETURN(Launcher * launcher, context->require_launcher());
     dispatch::OpContext ops = context->op_context(*launcher);
     return dispatch::run_grouped_gemm(ops, r, stream);

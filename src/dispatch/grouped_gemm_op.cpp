@@ -53,9 +53,7 @@ GemmWork gemm_work(const GroupedGemmRequest& r) {
 }
 
 Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
-  const PackedWeightsView& w = r.weights;
-  if (w.qweight == nullptr || w.scales == nullptr)
-    return error(Code::invalid_argument, "argument 'weights': qweight and scales must be set (packed weights)");
+  const PackedWeightsView& w = r.weights;  // shape and format only: workspace queries have no buffers
   if (is_act_and_mul(r.epilogue) && !w.act_and_mul)
     return error(Code::invalid_argument,
                  "argument 'epilogue' = {}: the weights were packed as plain rows; expected weights packed from a "
@@ -101,6 +99,8 @@ Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch a
 
 Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch, Backend backend,
                                           std::uint32_t sms) {
+  if (r.weights.qweight == nullptr || r.weights.scales == nullptr)
+    return error(Code::invalid_argument, "argument 'weights': qweight and scales must be set (packed weights)");
   PreparedGemm g;
   MOEJIT_ASSIGN_OR_RETURN(g.spec, grouped_gemm_spec(r, arch, backend, sms));
   GroupedGemmParams& p = g.params;
