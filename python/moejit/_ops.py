@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from . import _arrays, _core
@@ -124,13 +125,6 @@ def _gemm_shape(weights: PackedWeights, layout: str, epilogue: str, a, m: Option
     return layout_code, epilogue_code, out_cols, int(m)
 
 
-def _numel(x) -> int:
-    count = 1
-    for extent in x.shape:
-        count *= int(extent)
-    return count
-
-
 def _check_indexed(a, m, experts, block_size, a_row_divisor, sorted_token_ids, expert_ids, num_tokens_post_pad):
     """The lengths C cannot see: the grid reads m + min(m, E) * (block_size - 1) sorted slots
     and one expert id per block of them, and A rows up to (m - 1) / a_row_divisor."""
@@ -200,8 +194,9 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
         _check_indexed(a, m, experts, block_size, a_row_divisor, sorted_token_ids, expert_ids, num_tokens_post_pad)
     if epilogue_code == EPILOGUES["topk_weight"]:
         _arrays.check(topk_weights, "topk_weights", ("f32",), None)
-        if _numel(topk_weights) < m:
-            raise invalid(f"argument 'topk_weights' has {_numel(topk_weights)} entries: expected one per pair, m = {m}")
+        entries = math.prod(int(extent) for extent in topk_weights.shape)
+        if entries < m:
+            raise invalid(f"argument 'topk_weights' has {entries} entries: expected one per pair, m = {m}")
     if workspace is None:
         nbytes = grouped_gemm_workspace_size(ctx, weights, a, layout=layout, epilogue=epilogue, m=m,
                                              out_dtype=out_dtype, block_size=block_size, a_row_divisor=a_row_divisor,

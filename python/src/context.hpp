@@ -47,4 +47,13 @@ class Context {
   Memory memory_;
 };
 
+// Runs `call` on the context's handle with the GIL released (the C call may compile, log from
+// compile threads, or run the host backend for a long time) and returns its status.
+template <typename Call>
+moejit_status_t call_unlocked(const Context& ctx, Call&& call) {
+  auto use = ctx.use();
+  nb::gil_scoped_release unlocked;
+  return call(use.get());
+}
+
 }  // namespace moejit_python

@@ -45,6 +45,14 @@ void* data_of(const MutableArray& array, const char* name, const Memory& memory)
 // As above for an optional argument: nullptr for None.
 const void* optional_data_of(const nb::handle& array, const char* name, const Memory& memory);
 
+// A writable array's memory and size in bytes (null and 0 for None): outputs, workspaces and
+// packed buffers.
+struct Buffer {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+};
+Buffer writable_buffer(const nb::handle& array, const char* name, const Memory& memory);
+
 void bind_errors(nb::module_& m);
 void bind_context(nb::module_& m);
 void bind_weights(nb::module_& m);

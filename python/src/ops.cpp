@@ -3,8 +3,6 @@
 // context's memory) and the GIL is released around the C call, which may compile, log or run
 // the host backend for a long time.
 
-#include <nanobind/stl/optional.h>
-
 #include "weights.hpp"
 
 namespace moejit_python {
@@ -16,17 +14,6 @@ const moejit_packed_weights_t* weights_of(const Packed& w, const Context& ctx, c
     invalid_argument(std::string("argument '") + name +
                      "' was packed for another context's memory: expected weights packed for this context");
   return &w.get();
-}
-
-void* workspace_of(nb::handle workspace, const Memory& memory, uint64_t* bytes) {
-  *bytes = 0;
-  if (workspace.is_none()) return nullptr;
-  MutableArray a;
-  if (!nb::try_cast(workspace, a, /*convert=*/false))
-    invalid_argument(std::string("argument 'workspace' is a ") + nb::type_name(workspace.type()).c_str() +
-                     ": expected a writable array or None");
-  *bytes = a.nbytes();
-  return data_of(a, "workspace", memory);
 }
 
 struct FusedShape {
@@ -75,17 +62,6 @@ moejit_grouped_gemm_args_t gemm_args(const Context& ctx, const GemmShape& g) {
   return a;
 }
 
-template <typename Call>
-void run_unlocked(const Context& ctx, Call&& call) {
-  auto use = ctx.use();
-  moejit_status_t status;
-  {
-    nb::gil_scoped_release unlocked;
-    status = call(use.get());
-  }
-  check(status);
-}
-
 }  // namespace
 
 void bind_ops(nb::module_& m) {
@@ -116,8 +92,10 @@ void bind_ops(nb::module_& m) {
         a.topk_weights = static_cast<const float*>(data_of(topk_weights, "topk_weights", mem));
         a.expert_map = static_cast<const int32_t*>(optional_data_of(expert_map, "expert_map", mem));
         a.output = data_of(output, "output", mem);
-        a.workspace = workspace_of(workspace, mem, &a.workspace_bytes);
-        run_unlocked(ctx, [&](moejit_context_t c) { return moejit_fused_moe(c, &a, reinterpret_cast<void*>(stream)); });
+        const Buffer w = writable_buffer(workspace, "workspace", mem);
+        a.workspace = w.data;
+        a.workspace_bytes = w.bytes;
+        check(call_unlocked(ctx, [&](moejit_context_t c) { return moejit_fused_moe(c, &a, reinterpret_cast<void*>(stream)); }));
       },
       nb::arg("ctx"), nb::arg("w13"), nb::arg("w2"), nb::arg("act_dtype"), nb::arg("out_dtype"),
       nb::arg("activation"), nb::arg("tokens"), nb::arg("topk"), nb::arg("global_experts"), nb::arg("max_tokens"),
@@ -159,9 +137,11 @@ void bind_ops(nb::module_& m) {
         a.expert_offsets = static_cast<const int32_t*>(optional_data_of(expert_offsets, "expert_offsets", mem));
         a.expert_counts = static_cast<const int32_t*>(optional_data_of(expert_counts, "expert_counts", mem));
         a.topk_weights = static_cast<const float*>(optional_data_of(topk_weights, "topk_weights", mem));
-        a.workspace = workspace_of(workspace, mem, &a.workspace_bytes);
-        run_unlocked(ctx,
-                     [&](moejit_context_t h) { return moejit_grouped_gemm(h, &a, reinterpret_cast<void*>(stream)); });
+        const Buffer w = writable_buffer(workspace, "workspace", mem);
+        a.workspace = w.data;
+        a.workspace_bytes = w.bytes;
+        check(call_unlocked(
+            ctx, [&](moejit_context_t c) { return moejit_grouped_gemm(c, &a, reinterpret_cast<void*>(stream)); }));
       },
       nb::arg("ctx"), nb::arg("weights"), nb::arg("act_dtype"), nb::arg("out_dtype"), nb::arg("layout"),
       nb::arg("epilogue"), nb::arg("m"), nb::arg("block_size"), nb::arg("a_row_divisor"),

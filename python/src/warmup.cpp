@@ -61,12 +61,9 @@ template <typename Call>
 void run_with_progress(const Context& ctx, nb::object progress, Call&& call) {
   Progress p{std::move(progress), std::nullopt};
   const bool has_progress = !p.callback.is_none();
-  auto use = ctx.use();
-  moejit_status_t status;
-  {
-    nb::gil_scoped_release unlocked;
-    status = call(use.get(), has_progress ? &Progress::call : nullptr, has_progress ? &p : nullptr);
-  }
+  const moejit_status_t status = call_unlocked(ctx, [&](moejit_context_t c) {
+    return call(c, has_progress ? &Progress::call : nullptr, has_progress ? &p : nullptr);
+  });
   if (p.error) {
     p.error->restore();
     throw nb::python_error();

@@ -6,20 +6,6 @@ namespace moejit_python {
 
 namespace {
 
-struct Buffer {
-  void* data = nullptr;
-  uint64_t bytes = 0;
-};
-
-Buffer buffer_of(const nb::object& array, const char* name, const Memory& memory) {
-  if (array.is_none()) return {};
-  MutableArray a;
-  if (!nb::try_cast(array, a, /*convert=*/false))
-    invalid_argument(std::string("argument '") + name + "' is a " + nb::type_name(array.type()).c_str() +
-                     ": expected a writable array (DLPack or buffer protocol) or None");
-  return {data_of(a, name, memory), static_cast<uint64_t>(a.nbytes())};
-}
-
 moejit_weights_desc_t weights_desc(int format, uint32_t group_size, int scale_dtype, uint32_t experts, uint32_t n,
                                    uint32_t k, int source, int rows) {
   moejit_weights_desc_t d;
@@ -63,8 +49,8 @@ Packed::Packed(const Context& ctx, int format, uint32_t group_size, int scale_dt
   p_.n = n;
   p_.k = k;
   p_.act_and_mul = act_and_mul ? 1 : 0;
-  const Buffer q = buffer_of(qweight_, "qweight", memory_), s = buffer_of(scales_, "scales", memory_),
-               z = buffer_of(zeros_, "zeros", memory_), b = buffer_of(bias_, "bias", memory_);
+  const Buffer q = writable_buffer(qweight_, "qweight", memory_), s = writable_buffer(scales_, "scales", memory_),
+               z = writable_buffer(zeros_, "zeros", memory_), b = writable_buffer(bias_, "bias", memory_);
   p_.qweight = q.data;
   p_.qweight_bytes = q.bytes;
   p_.scales = s.data;
@@ -115,13 +101,9 @@ void bind_weights(nb::module_& m) {
          bool source_on_device, Packed& out, uintptr_t stream) {
         moejit_weights_desc_t d = weights_desc(format, group_size, scale_dtype, experts, n, k, source, rows);
         set_sources(d, ctx, qweight, scales, zeros, bias, source_on_device);
-        auto use = ctx.use();
-        moejit_status_t status;
-        {
-          nb::gil_scoped_release unlocked;
-          status = moejit_pack_weights(use.get(), &d, &out.get(), reinterpret_cast<void*>(stream));
-        }
-        check(status);
+        check(call_unlocked(ctx, [&](moejit_context_t c) {
+          return moejit_pack_weights(c, &d, &out.get(), reinterpret_cast<void*>(stream));
+        }));
       },
       nb::arg("ctx"), nb::arg("format"), nb::arg("group_size"), nb::arg("scale_dtype"), nb::arg("experts"),
       nb::arg("n"), nb::arg("k"), nb::arg("source"), nb::arg("rows"), nb::arg("qweight"), nb::arg("scales"),
