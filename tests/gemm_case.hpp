@@ -40,6 +40,7 @@ struct GemmCase {
   DType scale = DType::e8m0;
   std::uint32_t group = 32;
   DType act = DType::bf16;
+  ActScale act_scale = ActScale::none;  // e4m3 activations: per token or per 128 k
   DType out = DType::bf16;
   Layout layout = Layout::indexed;
   Epilogue epilogue = Epilogue::none;
@@ -59,8 +60,10 @@ struct GemmCase {
 };
 
 inline std::string describe(const GemmCase& c) {
-  return fmt::format("{} {} g{} act={} out={} {} {} n={} k={} E={} rows={} topk={} tile={}x{}x{}/{}s/{}w split={}{}",
-                     to_string(c.weight), to_string(c.scale), c.group, to_string(c.act), to_string(c.out),
+  return fmt::format("{} {} g{} act={}{}{} out={} {} {} n={} k={} E={} rows={} topk={} tile={}x{}x{}/{}s/{}w split={}{}",
+                     to_string(c.weight), to_string(c.scale), c.group, to_string(c.act),
+                     c.act_scale == ActScale::none ? "" : "/", c.act_scale == ActScale::none ? "" : to_string(c.act_scale),
+                     to_string(c.out),
                      to_string(c.layout), to_string(c.epilogue), c.n, c.k, c.experts, c.tokens, c.topk,
                      c.tile.bm, c.tile.bn, c.tile.bk, c.tile.stages, c.tile.warps, c.split_k,
                      c.bias ? " bias" : "");
@@ -100,6 +103,7 @@ inline KernelSpec gemm_case_spec(const GemmCase& c, Backend backend, Arch arch) 
   spec.weight = c.weight;
   spec.scale = c.scale;
   spec.act = c.act;
+  spec.act_scale = c.act_scale;
   spec.out = c.out;
   spec.layout = c.layout;
   spec.epilogue = c.epilogue;
@@ -196,6 +200,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   quant::PackOptions pack_options;
   pack_options.rows = act_and_mul ? quant::RowOrder::concatenated : quant::RowOrder::plain;
   pack_options.bias = bias;
+  pack_options.order = c.act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
   auto packed = quant::pack(*q, pack_options);
   REQUIRE_MESSAGE(packed.ok(), packed.status().message());
 
@@ -264,15 +269,44 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
     ref.expert_counts = counts;
   }
 
-  // A: random activations, exactly representable in the act dtype.
+  // A: random activations, exactly representable in the act dtype. e4m3: quantized per token or
+  // per 128 k with f32 scales (amax / 448), and the reference reads e4m3 value * scale, so that
+  // it checks the kernel against the quantized inputs it was given.
   const std::int64_t lda = c.k;
-  std::vector<u16> a(static_cast<std::size_t>(std::max<std::int64_t>(a_rows, 1) * lda));
-  std::vector<double> a_values(a.size());
+  const std::size_t a_count = static_cast<std::size_t>(std::max<std::int64_t>(a_rows, 1) * lda);
+  std::vector<u16> a(c.act == DType::e4m3 ? 0 : a_count);
+  std::vector<u8> a8(c.act == DType::e4m3 ? a_count : 0);
+  std::vector<double> a_values(a_count);
   std::normal_distribution<float> adist(0.0f, 1.0f);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const float v = adist(rng);
-    a[i] = c.act == DType::bf16 ? prim::twin::f32_to_bf16(v) : prim::twin::f32_to_f16(v);
-    a_values[i] = c.act == DType::bf16 ? prim::twin::bf16_to_f32(a[i]) : prim::twin::f16_to_f32(a[i]);
+  std::vector<float> a_scales;
+  std::int64_t a_scale_ld = 0;
+  if (c.act == DType::e4m3) {
+    const std::uint32_t block = c.act_scale == ActScale::block128 ? 128 : c.k;
+    a_scale_ld = c.k / block;
+    a_scales.resize(a_count / block);
+    std::vector<float> row(c.k);
+    for (std::size_t r = 0; r * lda < a_count; ++r) {
+      // Rows of different magnitudes, so that a wrong row's scale shows.
+      const float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 4);
+      for (auto& v : row) v = adist(rng) * magnitude;
+      for (std::uint32_t b = 0; b < c.k / block; ++b) {
+        float amax = 0.0f;
+        for (std::uint32_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(row[b * block + i]));
+        const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        a_scales[r * a_scale_ld + b] = scale;
+        for (std::uint32_t i = 0; i < block; ++i) {
+          const std::size_t at = r * lda + b * block + i;
+          a8[at] = prim::twin::f32_to_e4m3(row[b * block + i] / scale);
+          a_values[at] = static_cast<double>(prim::twin::e4m3_to_f32(a8[at])) * scale;
+        }
+      }
+    }
+  } else {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const float v = adist(rng);
+      a[i] = c.act == DType::bf16 ? prim::twin::f32_to_bf16(v) : prim::twin::f32_to_f16(v);
+      a_values[i] = c.act == DType::bf16 ? prim::twin::bf16_to_f32(a[i]) : prim::twin::f16_to_f32(a[i]);
+    }
   }
   ref.a = std::span<const double>(a_values).first(static_cast<std::size_t>(a_rows * lda));
 
@@ -285,7 +319,13 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   const KernelSpec spec = gemm_case_spec(c, launcher.backend(), launcher.arch());
   CAPTURE(spec_to_json(spec));
 
-  p.a = memory.upload(a);
+  if (c.act == DType::e4m3) {
+    p.a = memory.upload(a8);
+    p.a_scales = memory.upload(a_scales);
+    p.a_scale_ld = a_scale_ld;
+  } else {
+    p.a = memory.upload(a);
+  }
   p.lda = lda;
   p.b = memory.upload(packed->qweight);
   p.b_scales = memory.upload(packed->scales);
@@ -398,6 +438,29 @@ inline std::vector<GemmCase> format_matrix(const GemmFormat& f) {
       c.bias = i % 4 == 0;
       cases.push_back(c);
     }
+  return cases;
+}
+
+// W4A8: e4m3 activations for one format, every layout x epilogue, the two scale granularities
+// alternating across them (and across output dtypes and biases).
+inline std::vector<GemmCase> act8_matrix(const GemmFormat& f) {
+  std::vector<GemmCase> cases;
+  const DType outs[] = {DType::bf16, DType::f16, DType::f32};
+  int i = 0;
+  for (auto [layout, epilogue] : layout_epilogues()) {
+    GemmCase c;
+    c.weight = f.weight;
+    c.scale = f.scale;
+    c.group = f.group;
+    c.act = DType::e4m3;
+    c.act_scale = i % 2 == 0 ? ActScale::token : ActScale::block128;
+    c.out = outs[i++ % 3];
+    c.layout = layout;
+    c.epilogue = epilogue;
+    c.a_per_pair = epilogue == Epilogue::topk_weight;
+    c.bias = i % 4 == 0;
+    cases.push_back(c);
+  }
   return cases;
 }
 

@@ -178,3 +178,108 @@ TEST_CASE("E8M0 scales: 0x00 is 2^-127, 0xFE is 2^127, 0xFF is NaN") {
   CHECK(std::isnan(gemm::e8m0_to_f32(0xff)));
   for (u32 s = 1; s < 255; ++s) CHECK(gemm::e8m0_to_f32(s) == std::ldexp(1.0f, static_cast<int>(s) - 127));
 }
+
+// ---- The 8-bit-activation order (PackedOrder::a8) -------------------------------------------
+// mma.m16n8k32's e4m3 B fragment (PTX ISA): lane (g, t) register r byte j is row (k)
+// 16 r + 4 t + j of column g. Element e of the packed word goes to register e / 4, byte e % 4.
+namespace {
+
+u32 a8_fragment_k(u32 lane, u32 e) { return 16 * (e / 4) + 4 * (lane % 4) + e % 4; }
+
+// The contract's bit tables (templates/README.md): int4 element e is the nibble at bit
+// 8 (e % 4) + 4 (e / 4); E2M1 element e keeps M, E0, E1, sign at these bits of byte e % 4.
+constexpr u32 kA8E2m1ByteBits[2][4] = {{2, 3, 4, 7}, {0, 1, 6, 5}};
+
+double e4m3_byte(const u32 (&regs)[2], u32 e) {
+  return prim::twin::e4m3_to_f32(static_cast<u8>(regs[e / 4] >> (8 * (e % 4))));
+}
+
+}  // namespace
+
+TEST_CASE("the a8 order's k offsets and bit positions are the contract's") {
+  for (u32 lane = 0; lane < 32; ++lane)
+    for (u32 e = 0; e < 8; ++e) {
+      CHECK(packed8_k_of_element(lane, e) == a8_fragment_k(lane, e));
+      CHECK(packed_k_of(PackedOrder::a8, lane, e) == a8_fragment_k(lane, e));
+      CHECK(packed_k_of(PackedOrder::a16, lane, e) == fragment_k(lane, e));
+    }
+  for (u32 e = 0; e < 8; ++e)
+    for (u32 b = 0; b < 4; ++b) {
+      CHECK(packed_word_bit(PackedOrder::a8, false, e, b) == 8 * (e % 4) + 4 * (e / 4) + b);
+      CHECK(packed_word_bit(PackedOrder::a8, true, e, b) == 8 * (e % 4) + kA8E2m1ByteBits[e / 4][b]);
+      CHECK(packed_word_bit(PackedOrder::a16, true, e, b) == kE2m1Bits[e][b]);
+      CHECK(packed_word_bit(PackedOrder::a16, false, e, b) == 4 * kInt4Nibble[e] + b);
+    }
+  // Every lane's 8 elements cover 8 distinct k, and the 4 lanes of a column cover all 32.
+  for (u32 g = 0; g < 8; ++g) {
+    u32 seen = 0;
+    for (u32 t = 0; t < 4; ++t)
+      for (u32 e = 0; e < 8; ++e) seen |= 1u << packed8_k_of_element(4 * g + t, e);
+    CHECK(seen == 0xffffffffu);
+  }
+}
+
+TEST_CASE("E2M1 words in the a8 order give e4m3 bytes worth the value times 2^-6, in place") {
+  std::mt19937 rng(std::random_device{}());
+  for (int rep = 0; rep < 4000; ++rep) {
+    u32 codes[8], word = 0;
+    for (u32 e = 0; e < 8; ++e) {
+      codes[e] = rep < 16 ? static_cast<u32>(rep) : rng() % 16;  // every code in every position first
+      for (u32 b = 0; b < 4; ++b) word |= ((codes[e] >> b) & 1u) << (8 * (e % 4) + kA8E2m1ByteBits[e / 4][b]);
+    }
+    u32 regs[2];
+    gemm::e2m1_e4m3_registers(word, regs);
+    for (u32 e = 0; e < 8; ++e) {
+      const double expected = (codes[e] & 8 ? -1.0 : 1.0) * kE2M1[codes[e] & 7];
+      const double got = std::ldexp(e4m3_byte(regs, e), gemm::kE2m1E4m3Exponent);
+      CAPTURE(e);
+      CAPTURE(codes[e]);
+      CHECK(got == expected);
+      CHECK(std::signbit(got) == ((codes[e] & 8) != 0));
+    }
+  }
+}
+
+TEST_CASE("int4 words in the a8 order give e4m3 bytes worth (q - z) times 2^-9 for every zero point") {
+  std::mt19937 rng(std::random_device{}());
+  for (u32 zero = 0; zero < 16; ++zero) {
+    const gemm::Int4E4m3Offsets offsets = gemm::int4_e4m3_offsets(zero * 0x01010101u);
+    for (int rep = 0; rep < 500; ++rep) {
+      u32 codes[8], word = 0;
+      for (u32 e = 0; e < 8; ++e) {
+        codes[e] = rep < 2 ? (rep == 0 ? e : 15 - e) : rng() % 16;
+        word |= codes[e] << (8 * (e % 4) + 4 * (e / 4));
+      }
+      u32 regs[2];
+      gemm::int4_e4m3_registers(word, offsets, regs);
+      for (u32 e = 0; e < 8; ++e) {
+        CAPTURE(zero);
+        CAPTURE(codes[e]);
+        CHECK(std::ldexp(e4m3_byte(regs, e), gemm::kInt4E4m3Exponent) ==
+              static_cast<double>(static_cast<int>(codes[e]) - static_cast<int>(zero)));
+      }
+    }
+  }
+}
+
+TEST_CASE("broadcast_byte puts byte w of a word into all four bytes") {
+  const u32 bytes = 0xa1b2c3d4u;
+  CHECK(gemm::broadcast_byte(bytes, 0) == 0xd4d4d4d4u);
+  CHECK(gemm::broadcast_byte(bytes, 1) == 0xc3c3c3c3u);
+  CHECK(gemm::broadcast_byte(bytes, 2) == 0xb2b2b2b2u);
+  CHECK(gemm::broadcast_byte(bytes, 3) == 0xa1a1a1a1u);
+}
+
+TEST_CASE("E8M0 plain window: bytes 63..190 convert with a shift, and the window is what the kernel tests") {
+  for (u32 s = gemm::kE8m0PlainLow; s <= gemm::kE8m0PlainHigh; ++s)
+    for (u32 w = 0; w < 4; ++w) {
+      const u32 bytes = 0xa5a5a5a5u & ~(0xffu << (8 * w)) | (s << (8 * w));
+      CHECK(gemm::e8m0_plain_to_f32(bytes, w) == std::ldexp(1.0f, static_cast<int>(s) - 127));
+    }
+  CHECK(gemm::e8m0_scales_plain({63, 190}));
+  CHECK(gemm::e8m0_scales_plain({127, 127}));
+  CHECK_FALSE(gemm::e8m0_scales_plain({62, 127}));
+  CHECK_FALSE(gemm::e8m0_scales_plain({127, 191}));
+  CHECK_FALSE(gemm::e8m0_scales_plain({0, 0xff}));
+  CHECK_FALSE(gemm::e8m0_scales_plain({130, 120}));
+}

@@ -80,12 +80,31 @@ constexpr u32 kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 18}, {25, 26, 27, 2},
                                  {12, 13, 14, 21}, {28, 29, 30, 5},  {3, 4, 0, 1},    {19, 20, 16, 17}};
 
-u32 code_in_word(WeightFormat f, u32 word, u32 e) {
-  if (f != WeightFormat::mxfp4) return (word >> (4 * kInt4Nibble[e])) & 0xF;
+// The 8-bit-activation order (PackedOrder::a8): int4 element e is the nibble at bit
+// 8 (e % 4) + 4 (e / 4); E2M1 element e keeps M, E0, E1, sign at these bits of byte e % 4.
+constexpr u32 kA8E2m1ByteBits[2][4] = {{2, 3, 4, 7}, {0, 1, 6, 5}};
+
+u32 code_in_word(WeightFormat f, PackedOrder order, u32 word, u32 e) {
   u32 code = 0;
+  if (order == PackedOrder::a8) {
+    if (f != WeightFormat::mxfp4) return (word >> (8 * (e % 4) + 4 * (e / 4))) & 0xF;
+    for (u32 b = 0; b < 4; ++b) code |= ((word >> (8 * (e % 4) + kA8E2m1ByteBits[e / 4][b])) & 1u) << b;
+    return code;
+  }
+  if (f != WeightFormat::mxfp4) return (word >> (4 * kInt4Nibble[e])) & 0xF;
   for (u32 b = 0; b < 4; ++b) code |= ((word >> kE2m1Bits[e][b]) & 1u) << b;
   return code;
 }
+
+// The k offset (in its 32-k tile) of element el of a lane's word: mma.m16n8k16's B fragment
+// for a16 (step el / 4, register (el / 2) % 2, half el % 2), mma.m16n8k32's e4m3 one for a8
+// (register el / 4, byte el % 4).
+u32 element_k(PackedOrder order, u32 lane, u32 el) {
+  if (order == PackedOrder::a8) return 16 * (el / 4) + 4 * (lane % 4) + el % 4;
+  return 16 * (el / 4) + 8 * ((el / 2) % 2) + 2 * (lane % 4) + el % 2;
+}
+
+constexpr PackedOrder kOrders[] = {PackedOrder::a16, PackedOrder::a8};
 
 // Where the scale of (expert e, group g, packed column c) sits: [E][K/G][N], each 32-column
 // strip permuted so that column 8w + i of the strip is at position 4i + w.
@@ -116,15 +135,18 @@ TEST_CASE("every packer output round-trips through the unpacker") {
   MOEJIT_QUANT_SEED(rng);
   const u32 E = 3, N = 64, K = 256;
   for (const auto& fc : every_format(K)) {
-    for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved}) {
+    for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved})
+    for (PackedOrder order : kOrders) {
       CAPTURE(static_cast<int>(fc.format));
       CAPTURE(fc.group);
       CAPTURE(static_cast<int>(fc.dtype));
+      CAPTURE(static_cast<int>(order));
       const std::string order_name = row_order_name(rows);
       CAPTURE(order_name);
       const QuantizedWeights w = random_logical(rng, fc.format, fc.group, fc.dtype, E, N, K);
-      auto packed = pack(w, {rows, {}});
+      auto packed = pack(w, PackOptions{.rows = rows, .order = order});
       REQUIRE(packed.ok());
+      CHECK(packed->order == order);
       CHECK(packed->qweight.size() == packed_weight_bytes(E, N, K));
       CHECK(packed->scales.size() == expected_scale_bytes(fc, E, N, K));
       CHECK(packed->zeros.size() == (fc.format == WeightFormat::int4_asym ? E * (K / fc.group) * N : 0));
@@ -148,13 +170,15 @@ TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w
   MOEJIT_QUANT_SEED(rng);
   const u32 E = 2, N = 96, K = 160;
   for (const auto& fc : every_format(K)) {
-    for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved}) {
+    for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved})
+    for (PackedOrder order : kOrders) {
       CAPTURE(static_cast<int>(fc.format));
       CAPTURE(fc.group);
+      CAPTURE(static_cast<int>(order));
       const std::string order_name = row_order_name(rows);
       CAPTURE(order_name);
       const QuantizedWeights w = random_logical(rng, fc.format, fc.group, fc.dtype, E, N, K);
-      auto packed = pack(w, {rows, {}});
+      auto packed = pack(w, PackOptions{.rows = rows, .order = order});
       REQUIRE(packed.ok());
       for (int trial = 0; trial < 6; ++trial) {
         const u32 e = rng.uniform_int(0, E - 1), nt = rng.uniform_int(0, N / 32 - 1),
@@ -168,9 +192,8 @@ TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w
             const u32 column = 32 * nt + 8 * word + lane / 4;
             const u32 row = source_row_of_column(column, N, rows);
             for (u32 el = 0; el < 8; ++el) {
-              // Fragment element el: step el / 4, register (el / 2) % 2, half el % 2.
-              const u32 k = 32 * kt + 16 * (el / 4) + 8 * ((el / 2) % 2) + 2 * (lane % 4) + el % 2;
-              CHECK(code_in_word(fc.format, bits, el) == w.codes[w.code_index(e, row, k)]);
+              const u32 k = 32 * kt + element_k(order, lane, el);
+              CHECK(code_in_word(fc.format, order, bits, el) == w.codes[w.code_index(e, row, k)]);
             }
           }
         // Scales and zeros of those columns.

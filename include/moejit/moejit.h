@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define MOEJIT_VERSION_MAJOR 0
-#define MOEJIT_VERSION_MINOR 1
+#define MOEJIT_VERSION_MINOR 2
 #define MOEJIT_VERSION_PATCH 0
 
 /* ---- Status ---------------------------------------------------------------------------- */
@@ -192,6 +192,10 @@ typedef struct moejit_weights_desc {
                                    error; GPTQ symmetric qzeros are read and must all be 8) */
   const float* bias;            /* optional [E, N] f32 in source row order */
   int32_t source_on_device;     /* device backend: the source tensors are in device memory */
+  /* Added in 0.2 (read only when struct_size covers it): the activations the weights will be
+     used with. BF16 (the default) and F16 share one packing; E4M3 packs the tiles for FP8
+     activations (mma with k = 32), which 16-bit activations cannot use, and the other way round. */
+  moejit_dtype_t act_dtype;
 } moejit_weights_desc_t;
 
 void moejit_weights_desc_init(moejit_weights_desc_t* desc);
@@ -211,6 +215,10 @@ typedef struct moejit_packed_weights {
   void* zeros;                  /* INT4_ASYM, 16-byte aligned; else NULL */
   float* bias;                  /* when the source had a bias, else NULL */
   uint64_t qweight_bytes, scales_bytes, zeros_bytes, bias_bytes;  /* sizes of the buffers above */
+  /* Added in 0.2 (read only when struct_size covers it; else BF16): the activations the tiles
+     were packed for, set by moejit_pack_weights from the source's act_dtype: BF16 for 16-bit
+     activations (BF16 or F16), E4M3 for FP8 ones. */
+  moejit_dtype_t act_dtype;
 } moejit_packed_weights_t;
 
 typedef struct moejit_packed_sizes {
@@ -231,10 +239,18 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
 
 /* ---- Grouped GEMM ---------------------------------------------------------------------- */
 
+/* The scales of E4M3 activations (value = e4m3 * scale, f32 scales). */
+typedef enum moejit_act_scale {
+  MOEJIT_ACT_SCALE_NONE = 0,     /* BF16 / F16 activations */
+  MOEJIT_ACT_SCALE_TOKEN = 1,    /* one per A row: a_scales[row] */
+  MOEJIT_ACT_SCALE_BLOCK128 = 2  /* one per A row and 128 k: a_scales[row * a_scale_ld + k / 128] */
+} moejit_act_scale_t;
+
 typedef struct moejit_grouped_gemm_args {
   uint32_t struct_size;
   const moejit_packed_weights_t* weights;
-  moejit_dtype_t act_dtype;     /* BF16 or F16 */
+  moejit_dtype_t act_dtype;     /* BF16 or F16; E4M3 (sm_89 and newer; weights packed for E4M3)
+                                   with act_scale and a_scales below */
   moejit_dtype_t out_dtype;     /* BF16, F16 or F32 */
   moejit_layout_t layout;
   moejit_epilogue_t epilogue;   /* act-and-mul epilogues need act_and_mul weights */
@@ -262,6 +278,11 @@ typedef struct moejit_grouped_gemm_args {
   void* workspace;               /* moejit_grouped_gemm_workspace_size bytes, zero-filled once
                                     before first use (moejit leaves it zero); NULL if 0 bytes */
   uint64_t workspace_bytes;
+  /* Added in 0.2 (read only when struct_size covers them): E4M3 activations' scales, f32, in the
+     memory of `a`, indexed by A row (the rows `a` holds, as lda counts them). */
+  moejit_act_scale_t act_scale;  /* TOKEN or BLOCK128 with E4M3; NONE otherwise */
+  const float* a_scales;
+  int64_t a_scale_ld;            /* BLOCK128: floats between rows, at least K / 128 */
 } moejit_grouped_gemm_args_t;
 
 void moejit_grouped_gemm_args_init(moejit_grouped_gemm_args_t* args);

@@ -48,7 +48,15 @@ Result<Layout> layout_of(int value, const char* argument) {
 }
 
 Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w, const char* argument, PackedUse use) {
-  MOEJIT_TRY(check_struct(w, w ? w->struct_size : 0, sizeof(moejit_packed_weights_t), argument));
+  MOEJIT_TRY(check_struct(w, w ? w->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_packed_weights_t, act_dtype), argument));
+  PackedOrder order = PackedOrder::a16;
+  if (MOEJIT_STRUCT_HAS(w, act_dtype)) {
+    MOEJIT_ASSIGN_OR_RETURN(DType act, dtype_of(w->act_dtype, "act_dtype"));
+    if (act != DType::bf16 && act != DType::f16 && act != DType::e4m3)
+      return error(Code::invalid_argument, "argument '{}->act_dtype' = {}: expected BF16, F16 (16-bit activations) or E4M3",
+                   argument, to_string(act));
+    order = act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+  }
   if (w->format < MOEJIT_WEIGHT_MXFP4 || w->format > MOEJIT_WEIGHT_INT4_ASYM)
     return error(Code::invalid_argument, "argument '{}->format' = {}: expected a moejit_weight_format_t", argument,
                  static_cast<int>(w->format));
@@ -89,6 +97,7 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
   v.n = w->n;
   v.k = w->k;
   v.act_and_mul = w->act_and_mul != 0;
+  v.order = order;
   v.qweight = w->qweight;
   v.scales = w->scales;
   v.zeros = w->zeros;

@@ -2,8 +2,10 @@
 // Shared by the C ABI entry points: the thread's last error, the guard that turns Status and
 // exceptions into status codes, and conversions from ABI structs to the ops' types.
 
+#include <cstddef>
 #include <exception>
 #include <string>
+#include <type_traits>
 
 #include "api/context.hpp"
 #include "dispatch/grouped_gemm_op.hpp"
@@ -38,6 +40,18 @@ moejit_status_t guarded(F&& body) noexcept {
 
 // A struct passed in must be at least as large as its first ABI version.
 Status check_struct(const void* p, std::uint32_t struct_size, std::size_t minimum, const char* name);
+
+// Whether a caller's struct of `struct_size` bytes holds the field at `offset` of `size` bytes:
+// fields added to a struct after its first release are read only then (older callers' structs
+// end before them, and the field keeps its default).
+constexpr bool struct_has(std::uint32_t struct_size, std::size_t offset, std::size_t size) {
+  return offset + size <= struct_size;
+}
+#define MOEJIT_STRUCT_HAS(ptr, field) \
+  ::moejit::api::struct_has((ptr)->struct_size, offsetof(std::remove_cvref_t<decltype(*(ptr))>, field), sizeof((ptr)->field))
+
+// The first size of a struct that later releases grew: the offset of its first added field.
+#define MOEJIT_STRUCT_FIRST_SIZE(type, first_added_field) offsetof(type, first_added_field)
 
 Status check_context(moejit_context_t context);
 

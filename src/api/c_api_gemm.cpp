@@ -8,16 +8,29 @@ using namespace moejit;
 namespace {
 
 Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args_t* a, api::PackedUse use) {
-  MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, sizeof(moejit_grouped_gemm_args_t), "args"));
+  MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_grouped_gemm_args_t, act_scale),
+                               "args"));
   dispatch::GroupedGemmRequest r;
   MOEJIT_ASSIGN_OR_RETURN(r.weights, api::packed_view(a->weights, "args->weights", use));
   MOEJIT_ASSIGN_OR_RETURN(r.act, api::dtype_of(a->act_dtype, "args->act_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(r.out, api::dtype_of(a->out_dtype, "args->out_dtype"));
-  if (r.act == DType::e4m3)
-    return error(Code::unsupported, "argument 'args->act_dtype' = e4m3: FP8 activations are not implemented yet; expected "
-                 "BF16 or F16");
-  if (r.act != DType::bf16 && r.act != DType::f16)
-    return error(Code::invalid_argument, "argument 'args->act_dtype' = {}: expected BF16 or F16", to_string(r.act));
+  if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3)
+    return error(Code::invalid_argument, "argument 'args->act_dtype' = {}: expected BF16, F16 or E4M3", to_string(r.act));
+  const bool scales_given = MOEJIT_STRUCT_HAS(a, a_scale_ld);
+  const int act_scale = scales_given ? static_cast<int>(a->act_scale) : MOEJIT_ACT_SCALE_NONE;
+  if (r.act == DType::e4m3) {
+    if (act_scale != MOEJIT_ACT_SCALE_TOKEN && act_scale != MOEJIT_ACT_SCALE_BLOCK128)
+      return error(Code::invalid_argument,
+                   "argument 'args->act_scale' = {}: expected MOEJIT_ACT_SCALE_TOKEN or MOEJIT_ACT_SCALE_BLOCK128 with "
+                   "E4M3 activations (and a_scales){}",
+                   act_scale, scales_given ? "" : " (the caller's struct predates these fields)");
+    r.act_scale = act_scale == MOEJIT_ACT_SCALE_TOKEN ? ActScale::token : ActScale::block128;
+    r.params.a_scales = a->a_scales;
+    r.params.a_scale_ld = a->a_scale_ld;
+  } else if (act_scale != MOEJIT_ACT_SCALE_NONE) {
+    return error(Code::invalid_argument, "argument 'args->act_scale' = {}: expected MOEJIT_ACT_SCALE_NONE for {} activations",
+                 act_scale, to_string(r.act));
+  }
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
     return error(Code::invalid_argument, "argument 'args->out_dtype' = {}: expected BF16, F16 or F32", to_string(r.out));
   MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));

@@ -2,13 +2,22 @@
 
 #include "api/api_support.hpp"
 #include "dispatch/weight_pack_op.hpp"
+#include "spec/spec_fields.hpp"
 
 using namespace moejit;
 
 namespace {
 
 Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
-  MOEJIT_TRY(api::check_struct(d, d ? d->struct_size : 0, sizeof(moejit_weights_desc_t), "desc"));
+  MOEJIT_TRY(api::check_struct(d, d ? d->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_weights_desc_t, act_dtype), "desc"));
+  PackedOrder order = PackedOrder::a16;
+  if (MOEJIT_STRUCT_HAS(d, act_dtype)) {
+    MOEJIT_ASSIGN_OR_RETURN(DType act, api::dtype_of(d->act_dtype, "desc->act_dtype"));
+    if (act != DType::bf16 && act != DType::f16 && act != DType::e4m3)
+      return error(Code::invalid_argument, "argument 'desc->act_dtype' = {}: expected BF16, F16 or E4M3 (the activations "
+                   "the weights will be used with)", to_string(act));
+    order = act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+  }
   if (d->format < MOEJIT_WEIGHT_MXFP4 || d->format > MOEJIT_WEIGHT_INT4_ASYM)
     return error(Code::invalid_argument, "argument 'desc->format' = {}: expected a moejit_weight_format_t (1..3)",
                  static_cast<int>(d->format));
@@ -29,6 +38,7 @@ Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
   w.k = d->k;
   w.source = static_cast<dispatch::WeightSource>(d->source);
   w.rows = static_cast<quant::RowOrder>(d->rows);
+  w.order = order;
   w.qweight = d->qweight;
   w.scales = d->scales;
   w.zeros = d->zeros;
@@ -46,12 +56,14 @@ void moejit_weights_desc_init(moejit_weights_desc_t* desc) {
   *desc = moejit_weights_desc_t{};
   desc->struct_size = sizeof(moejit_weights_desc_t);
   desc->source = MOEJIT_SOURCE_PLAIN_CODES;
+  desc->act_dtype = MOEJIT_DTYPE_BF16;
 }
 
 void moejit_packed_weights_init(moejit_packed_weights_t* packed) {
   if (packed == nullptr) return;
   *packed = moejit_packed_weights_t{};
   packed->struct_size = sizeof(moejit_packed_weights_t);
+  packed->act_dtype = MOEJIT_DTYPE_BF16;
 }
 
 moejit_status_t moejit_packed_weights_size(moejit_context_t context, const moejit_weights_desc_t* desc,
@@ -70,8 +82,13 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
                                     moejit_packed_weights_t* packed, void* stream) {
   return api::guarded([&]() -> Status {
     MOEJIT_TRY(api::check_context(context));
-    MOEJIT_TRY(api::check_struct(packed, packed ? packed->struct_size : 0, sizeof(moejit_packed_weights_t), "packed"));
+    MOEJIT_TRY(api::check_struct(packed, packed ? packed->struct_size : 0,
+                                 MOEJIT_STRUCT_FIRST_SIZE(moejit_packed_weights_t, act_dtype), "packed"));
     MOEJIT_ASSIGN_OR_RETURN(dispatch::WeightSourceDesc w, source_desc(source));
+    if (w.order == PackedOrder::a8 && !MOEJIT_STRUCT_HAS(packed, act_dtype))
+      return error(Code::invalid_argument, "argument 'packed': struct_size = {} has no act_dtype field to record E4M3 "
+                   "packing; expected a moejit_packed_weights_t initialized with moejit_packed_weights_init",
+                   packed->struct_size);
     MOEJIT_ASSIGN_OR_RETURN(dispatch::PackedSizes need, dispatch::packed_sizes(w));
     const std::uint64_t need_of[4] = {need.qweight, need.scales, need.zeros, need.bias};
     const std::uint64_t have[4] = {packed->qweight_bytes, packed->scales_bytes, packed->zeros_bytes, packed->bias_bytes};
@@ -89,6 +106,8 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
     packed->n = source->n;
     packed->k = source->k;
     packed->act_and_mul = source->rows != MOEJIT_ROWS_PLAIN;
+    if (MOEJIT_STRUCT_HAS(packed, act_dtype))
+      packed->act_dtype = w.order == PackedOrder::a8 ? MOEJIT_DTYPE_E4M3 : MOEJIT_DTYPE_BF16;
     // The buffers now hold exactly the packed sizes.
     packed->qweight_bytes = need.qweight;
     packed->scales_bytes = need.scales;

@@ -94,6 +94,10 @@ Status check_shapes(const FusedMoeRequest& r) {
   if (global_experts(r) < r.w13.experts)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
+  if (r.act == DType::e4m3)
+    return error(Code::unsupported,
+                 "argument 'act_dtype' = e4m3: the fused layer takes bf16 or f16 hidden states (FP8 activations run "
+                 "through the grouped GEMM; the fused path's FP8 quantization is not built yet)");
   if (r.act != DType::bf16 && r.act != DType::f16)
     return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16 or f16", to_string(r.act));
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)

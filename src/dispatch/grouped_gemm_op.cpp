@@ -64,6 +64,13 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
                  "argument 'epilogue' = {}: the weights interleave gate and up columns; expected silu_and_mul or "
                  "swiglu_oai",
                  to_string(r.epilogue));
+  const PackedOrder want = r.act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+  if (w.order != want)
+    return error(Code::invalid_argument,
+                 "argument 'act' = {}: the weights were packed for {} activations; expected weights packed with "
+                 "act_dtype {} (pack them again for this activation type)",
+                 to_string(r.act), w.order == PackedOrder::a8 ? "e4m3" : "16-bit (bf16/f16)",
+                 r.act == DType::e4m3 ? "E4M3" : "BF16 or F16");
   KernelSpec s{};
   s.op = Op::grouped_gemm;
   s.arch = arch;
@@ -72,6 +79,7 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
   s.scale = w.scale;
   s.group_size = w.group_size;
   s.act = r.act;
+  s.act_scale = r.act_scale;
   s.out = r.out;
   s.layout = r.layout;
   s.epilogue = r.epilogue;

@@ -22,11 +22,13 @@ struct PackedWeightsView {
   const void* scales = nullptr;
   const void* zeros = nullptr;
   const float* bias = nullptr;
+  PackedOrder order = PackedOrder::a16;  // the activations' width the tiles were packed for
 };
 
 struct GroupedGemmRequest {
   PackedWeightsView weights;
   DType act = DType::bf16;
+  ActScale act_scale = ActScale::none;  // e4m3 activations: their scales' granularity
   DType out = DType::bf16;
   Layout layout = Layout::indexed;
   Epilogue epilogue = Epilogue::none;

@@ -215,7 +215,7 @@ std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightForm
 
 KernelSpec with_plan(KernelSpec spec, const GemmPlan& plan) {
   spec = with_tile(spec, plan.tile);
-  spec.split_k = plan.split_k;
+  spec.split_k = static_cast<std::uint8_t>(plan.split_k);  // at most 64 (the planner's bound)
   return spec;
 }
 

@@ -104,6 +104,7 @@ Result<HostSource> to_host(Launcher& launcher, const WeightSourceDesc& d, const 
 Result<quant::PackedWeights> pack_host(const WeightSourceDesc& d, const SourceBytes& bytes, const HostSource& h) {
   quant::PackOptions options;
   options.rows = d.rows;
+  options.order = d.order;
   if (h.b != nullptr) options.bias = std::span<const float>(h.b, bytes.bias / 4);
   auto u8p = [](const void* p) { return static_cast<const u8*>(p); };
   switch (d.source) {

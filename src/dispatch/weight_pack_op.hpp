@@ -19,6 +19,7 @@ struct WeightSourceDesc {
   std::uint32_t experts = 0, n = 0, k = 0;
   WeightSource source = WeightSource::plain_codes;
   quant::RowOrder rows = quant::RowOrder::plain;
+  PackedOrder order = PackedOrder::a16;  // the activations' width the tiles are packed for
   const void* qweight = nullptr;
   const void* scales = nullptr;
   const void* zeros = nullptr;

@@ -23,10 +23,20 @@ Status gemm_fields(const KernelSpec& s) {
   MOEJIT_TRY(spec_checks::one_of("scale", to_string(s.scale),
                                  mxfp4 ? s.scale == DType::e8m0 : (s.scale == DType::bf16 || s.scale == DType::f16),
                                  mxfp4 ? "e8m0" : "bf16 or f16", mxfp4 ? "(MXFP4 scales are E8M0)" : "(INT4 scales)"));
-  if (s.act == DType::e4m3)
-    return error(Code::unsupported,
-                 "field 'act' = e4m3: FP8 activations are not implemented yet; expected bf16 or f16");
-  MOEJIT_TRY(spec_checks::one_of("act", to_string(s.act), s.act == DType::bf16 || s.act == DType::f16, "bf16 or f16"));
+  MOEJIT_TRY(spec_checks::one_of("act", to_string(s.act),
+                                 s.act == DType::bf16 || s.act == DType::f16 || s.act == DType::e4m3,
+                                 "bf16, f16 or e4m3"));
+  if (s.act == DType::e4m3) {
+    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale),
+                                   s.act_scale == ActScale::token || s.act_scale == ActScale::block128,
+                                   "token or block128", "(e4m3 activations come with f32 scales)"));
+    if (s.act_scale == ActScale::block128 && s.k % 128 != 0)
+      return error(Code::invalid_argument,
+                   "field 'act_scale' = block128 with k = {}: expected k a multiple of 128 (one scale per 128 k)", s.k);
+  } else if (s.act_scale != ActScale::none) {
+    return error(Code::invalid_argument, "field 'act_scale' = {}: expected none for {} activations (only e4m3 ones are scaled)",
+                 to_string(s.act_scale), to_string(s.act));
+  }
   MOEJIT_TRY(spec_checks::one_of("out", to_string(s.out),
                                  s.out == DType::bf16 || s.out == DType::f16 || s.out == DType::f32,
                                  "bf16, f16 or f32"));
@@ -94,7 +104,7 @@ std::uint32_t scale_bytes(const KernelSpec& s) { return s.scale == DType::e8m0 ?
 
 std::uint32_t gemm_dynamic_shared(const KernelSpec& s) {
   return gemm_shared_bytes(s.bm, s.bn, s.bk, s.stages, s.group_size, scale_bytes(s),
-                           s.weight == WeightFormat::int4_asym);
+                           s.weight == WeightFormat::int4_asym, s.act == DType::e4m3 ? 1 : 2);
 }
 
 std::uint32_t gemm_block_threads(const KernelSpec& s) { return s.warps * 32u; }
@@ -134,7 +144,8 @@ Status gemm_check(const KernelSpec& s) {
 std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
   auto n = [](auto v) { return std::to_string(static_cast<std::uint64_t>(v)); };
   return {{"int", "weight", n(s.weight)},        {"int", "scale", n(s.scale)},
-          {"int", "act", n(s.act)},              {"int", "out", n(s.out)},
+          {"int", "act", n(s.act)},              {"int", "act_scale", n(s.act_scale)},
+          {"int", "out", n(s.out)},
           {"int", "layout", n(s.layout)},        {"int", "epilogue", n(s.epilogue)},
           {"unsigned", "n", n(s.n)},             {"unsigned", "k", n(s.k)},
           {"unsigned", "experts", n(s.experts)}, {"unsigned", "group", n(s.group_size)},
@@ -213,11 +224,18 @@ Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p
   if (s.m != 0 && p.m != static_cast<std::int32_t>(s.m))
     return error(Code::invalid_argument, "argument 'm' = {}: the kernel was built for m = {} exactly", p.m, s.m);
   if (p.m == 0) return {};
-  const char* act = s.act == DType::f16 ? "f16" : "bf16";
+  const bool act8 = s.act == DType::e4m3;
   MOEJIT_TRY(need(p.a, "a", 16, "every GEMM"));
-  if (p.lda < s.k || p.lda % 8 != 0)
-    return error(Code::invalid_argument, "argument 'lda' = {}: expected a multiple of 8 {} elements, at least k = {}",
-                 p.lda, act, s.k);
+  if (p.lda < s.k || p.lda % (act8 ? 16 : 8) != 0)
+    return error(Code::invalid_argument, "argument 'lda' = {}: expected a multiple of {} {} elements (16 bytes), at least k = {}",
+                 p.lda, act8 ? 16 : 8, to_string(s.act), s.k);
+  if (act8) {
+    MOEJIT_TRY(need(p.a_scales, "a_scales", 4, "e4m3 activations"));
+    if (s.act_scale == ActScale::block128 && p.a_scale_ld < s.k / 128)
+      return error(Code::invalid_argument,
+                   "argument 'a_scale_ld' = {}: expected at least k / 128 = {} (one f32 scale per 128 k of a row)",
+                   p.a_scale_ld, s.k / 128);
+  }
   MOEJIT_TRY(need(p.b, "b", 16, "every GEMM"));
   MOEJIT_TRY(need(p.b_scales, "b_scales", 16, "every GEMM"));
   if (s.weight == WeightFormat::int4_asym) MOEJIT_TRY(need(p.b_zeros, "b_zeros", 16, "int4_asym weights"));

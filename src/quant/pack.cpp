@@ -23,7 +23,7 @@ u16 PackedWeights::scale_bits(u32 e, u32 group, u32 column) const {
 
 namespace detail {
 
-Status check_pack_shape(const WeightShape& shape, RowOrder rows) {
+Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order) {
   MOEJIT_TRY(check_weight_format(shape.format, shape.group_size, shape.scale_dtype, shape.k));
   if (shape.experts == 0) return error(Code::invalid_argument, "E = 0: expected at least one expert");
   if (shape.n == 0 || shape.n % kTileN != 0)
@@ -35,15 +35,13 @@ Status check_pack_shape(const WeightShape& shape, RowOrder rows) {
   if (rows != RowOrder::plain && rows != RowOrder::concatenated && rows != RowOrder::interleaved)
     return error(Code::invalid_argument, "rows = {}: expected plain, concatenated or interleaved",
                  static_cast<int>(rows));
+  if (order != PackedOrder::a16 && order != PackedOrder::a8)
+    return error(Code::invalid_argument, "order = {}: expected a16 (bf16/f16 activations) or a8 (e4m3 activations)",
+                 static_cast<u32>(order));
   return ok_status();
 }
 
 namespace {
-
-// Where code bit b of fragment element e lives in a packed word (gemm/grouped_gemm_params.cuh).
-u32 word_bit(WeightFormat format, u32 e, u32 b) {
-  return format == WeightFormat::mxfp4 ? e2m1_word_bit(e, b) : 4 * int4_nibble_of_element(e) + b;
-}
 
 // MXFP4: gives every block whose codes are all zero (+0 or -0) and whose scale is finite the
 // expert's largest finite scale byte (127 if it has none), so that such blocks, zero whatever
@@ -88,9 +86,9 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
                  PackedWeights& out) {
   u32 k_of[32][8], bit_of[8][4];
   for (u32 lane = 0; lane < 32; ++lane)
-    for (u32 el = 0; el < 8; ++el) k_of[lane][el] = packed_k_of_element(lane, el);
+    for (u32 el = 0; el < 8; ++el) k_of[lane][el] = packed_k_of(out.order, lane, el);
   for (u32 el = 0; el < 8; ++el)
-    for (u32 b = 0; b < 4; ++b) bit_of[el][b] = word_bit(s.format, el, b);
+    for (u32 b = 0; b < 4; ++b) bit_of[el][b] = packed_word_bit(out.order, s.format == WeightFormat::mxfp4, el, b);
 
   for (u32 nt = 0; nt < s.n / kTileN; ++nt) {
     for (u32 kt = 0; kt < s.k / kTileK; ++kt) {
@@ -133,8 +131,9 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
 }  // namespace
 
 Result<PackedWeights> pack_experts(const WeightShape& shape, const PackOptions& options, const ExpertLoader& load) {
-  MOEJIT_TRY(check_pack_shape(shape, options.rows));
+  MOEJIT_TRY(check_pack_shape(shape, options.rows, options.order));
   PackedWeights out;
+  out.order = options.order;
   out.format = shape.format;
   out.group_size = shape.group_size;
   out.scale_dtype = shape.scale_dtype;
@@ -170,7 +169,7 @@ Result<PackedWeights> pack_experts(const WeightShape& shape, const PackOptions& 
 Result<PackedWeights> pack(const QuantizedWeights& weights, const PackOptions& options) {
   const detail::WeightShape shape{weights.format, weights.group_size, weights.scale_dtype,
                                   weights.experts,  weights.n,          weights.k};
-  MOEJIT_TRY(detail::check_pack_shape(shape, options.rows));
+  MOEJIT_TRY(detail::check_pack_shape(shape, options.rows, options.order));
   MOEJIT_TRY(weights.validate());
   const u64 codes_per_expert = static_cast<u64>(weights.n) * weights.k;
   const u64 groups_per_expert = static_cast<u64>(weights.n) * weights.groups();

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "gemm/grouped_gemm_params.cuh"
 #include "quant/quantized_weights.hpp"
 
 namespace moejit::quant {
@@ -36,6 +37,9 @@ struct PackedWeights {
   DType scale_dtype = DType::none;
   u32 experts = 0, n = 0, k = 0;
   bool act_and_mul = false;  // columns are in act-and-mul order (the source was not `plain`)
+  // The fragment order of the tile words: a16 for bf16/f16 activations, a8 for e4m3 ones
+  // (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it.
+  PackedOrder order = PackedOrder::a16;
 
   // packed_weight_bytes(E, N, K) bytes of 32x32 tiles.
   std::vector<u8> qweight;
@@ -55,6 +59,7 @@ struct PackedWeights {
 struct PackOptions {
   RowOrder rows = RowOrder::plain;
   std::span<const float> bias;  // optional [E][N] f32 in the source row order
+  PackedOrder order = PackedOrder::a16;  // the activations' width: a16 (bf16, f16) or a8 (e4m3)
 };
 
 // Packs logical weights (rows in `options.rows` order). Checks first: the format, N % 32,

@@ -29,7 +29,7 @@ struct WeightShape {
 };
 
 // The format, the packed shape (E > 0, N % 32, K % 32) and the row order; names the bad argument.
-Status check_pack_shape(const WeightShape& shape, RowOrder rows);
+Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order = PackedOrder::a16);
 
 // Packs every expert of `load` (shape checked first, then the bias size).
 Result<PackedWeights> pack_experts(const WeightShape& shape, const PackOptions& options, const ExpertLoader& load);

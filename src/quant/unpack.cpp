@@ -36,17 +36,17 @@ Result<QuantizedWeights> unpack(const PackedWeights& packed, RowOrder rows) {
 
   QuantizedWeights w = make_quantized_weights(packed.format, packed.group_size, packed.scale_dtype,
                                               packed.experts, packed.n, packed.k);
-  // Inverse of packed_k_of_element for each lane residue t = lane % 4: which element holds k % 32;
-  // and where each of its code bits sits in the word.
+  // Inverse of packed_k_of for each lane residue t = lane % 4: which element holds k % 32; and
+  // where each of its code bits sits in the word.
   u32 lane_t_of[kTileK], element_of[kTileK];
   for (u32 t = 0; t < 4; ++t)
     for (u32 el = 0; el < 8; ++el) {
-      const u32 kk = packed_k_of_element(t, el);
+      const u32 kk = packed_k_of(packed.order, t, el);
       lane_t_of[kk] = t;
       element_of[kk] = el;
     }
   const bool mxfp4 = packed.format == WeightFormat::mxfp4;
-  auto code_bit = [&](u32 el, u32 b) { return mxfp4 ? e2m1_word_bit(el, b) : 4 * int4_nibble_of_element(el) + b; };
+  auto code_bit = [&](u32 el, u32 b) { return packed_word_bit(packed.order, mxfp4, el, b); };
 
   for (u32 e = 0; e < packed.experts; ++e) {
     for (u32 row = 0; row < packed.n; ++row) {

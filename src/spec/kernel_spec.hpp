@@ -16,6 +16,9 @@ enum class DType : std::uint8_t { none = 0, bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4
 enum class Layout : std::uint8_t { none = 0, indexed = 1, contiguous = 2, masked = 3 };
 enum class Epilogue : std::uint8_t { none = 0, silu_and_mul = 1, swiglu_oai = 2, topk_weight = 3 };
 enum class Backend : std::uint8_t { none = 0, device = 1, host = 2 };
+// How e4m3 activations are scaled: one f32 per row (token), or one per row and 128 k. none for
+// bf16/f16 activations.
+enum class ActScale : std::uint8_t { none = 0, token = 1, block128 = 2 };
 
 // Target architectures. The `a` forms carry architecture-specific instructions (wgmma, tcgen05)
 // and their CUBINs load only on exactly that SM.
@@ -39,11 +42,12 @@ struct KernelSpec {
   Arch arch{};
   Backend backend{};
   std::uint8_t stages = 0;  // pipeline stages
+  ActScale act_scale{};     // e4m3 activations: their scales' granularity
+  std::uint8_t split_k = 0;
   std::uint16_t warps = 0;  // warps per block
   std::uint16_t bm = 0;     // tile rows (tokens); for moe_align the block size
   std::uint16_t bn = 0;
   std::uint16_t bk = 0;
-  std::uint16_t split_k = 0;
   std::uint32_t group_size = 0;  // weight elements per scale along K (== k for per-channel)
   std::uint32_t n = 0;
   std::uint32_t k = 0;

@@ -17,6 +17,7 @@ constexpr std::array kLayoutNames = {"none"sv, "indexed"sv, "contiguous"sv, "mas
 constexpr std::array kEpilogueNames = {"none"sv, "silu_and_mul"sv, "swiglu_oai"sv,
                                        "topk_weight"sv};
 constexpr std::array kBackendNames = {"none"sv, "device"sv, "host"sv};
+constexpr std::array kActScaleNames = {"none"sv, "token"sv, "block128"sv};
 
 static_assert(kOpNames.size() == static_cast<std::size_t>(Op::moe_reduce) + 1);
 static_assert(kWeightNames.size() == static_cast<std::size_t>(WeightFormat::int4_asym) + 1);
@@ -24,6 +25,7 @@ static_assert(kDTypeNames.size() == static_cast<std::size_t>(DType::e8m0) + 1);
 static_assert(kLayoutNames.size() == static_cast<std::size_t>(Layout::masked) + 1);
 static_assert(kEpilogueNames.size() == static_cast<std::size_t>(Epilogue::topk_weight) + 1);
 static_assert(kBackendNames.size() == static_cast<std::size_t>(Backend::host) + 1);
+static_assert(kActScaleNames.size() == static_cast<std::size_t>(ActScale::block128) + 1);
 
 constexpr std::span<const std::string_view> kNumber{};
 
@@ -51,6 +53,7 @@ const std::array kFields = {
     MOEJIT_SPEC_FIELD(arch, arch_value_names()),
     MOEJIT_SPEC_FIELD(backend, kBackendNames),
     MOEJIT_SPEC_FIELD(stages, kNumber),
+    MOEJIT_SPEC_FIELD(act_scale, kActScaleNames),
     MOEJIT_SPEC_FIELD(warps, kNumber),
     MOEJIT_SPEC_FIELD(bm, kNumber),
     MOEJIT_SPEC_FIELD(bn, kNumber),
@@ -93,6 +96,7 @@ std::string_view to_string(DType v) { return name_of(kDTypeNames, v); }
 std::string_view to_string(Layout v) { return name_of(kLayoutNames, v); }
 std::string_view to_string(Epilogue v) { return name_of(kEpilogueNames, v); }
 std::string_view to_string(Backend v) { return name_of(kBackendNames, v); }
+std::string_view to_string(ActScale v) { return name_of(kActScaleNames, v); }
 std::string_view to_string(Arch v) {
   auto names = arch_value_names();
   auto i = static_cast<std::size_t>(v);

@@ -37,6 +37,7 @@ std::string_view to_string(DType v);
 std::string_view to_string(Layout v);
 std::string_view to_string(Epilogue v);
 std::string_view to_string(Backend v);
+std::string_view to_string(ActScale v);
 std::string_view to_string(Arch v);
 
 }  // namespace moejit

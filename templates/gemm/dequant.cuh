@@ -91,6 +91,21 @@ MOEJIT_DEVICE float fragment_scale_offset(ExpertScaleRange r) {
 template <Half kHalf>
 inline constexpr u32 kE2m1Unscale = kHalf == Half::bf16 ? 0x7e807e80u /* 2^126 */ : 0x74007400u /* 2^14 */;
 
+// The plain window: an expert whose scale bytes all lie in [kE8m0PlainLow, kE8m0PlainHigh]
+// (2^-64 .. 2^63) has no 0x00 or NaN byte, so each byte converts with a shift (below), and an
+// f32 sum of e4m3 products (at most 2^11 in magnitude, at least 2^-16 where not zero) times
+// its scale is a normal number that cannot overflow: the per-token activation scale can wait
+// for the epilogue. Every other expert converts with e8m0_to_f32 and scales each run by its
+// activations first.
+inline constexpr u32 kE8m0PlainLow = 63, kE8m0PlainHigh = 190;
+MOEJIT_DEVICE bool e8m0_scales_plain(ExpertScaleRange r) {
+  return r.smallest >= kE8m0PlainLow && r.largest <= kE8m0PlainHigh && r.smallest <= r.largest;
+}
+// Byte w of `bytes` (a byte in the plain window) as f32: 2^(s - 127).
+MOEJIT_DEVICE float e8m0_plain_to_f32(u32 bytes, u32 w) {
+  return prim::twin::f32_from_bits(((bytes >> (8 * w)) << 23) & 0x7f800000u);
+}
+
 // ---- INT4 -----------------------------------------------------------------------------------
 // Register q holds nibbles (q, q + 4). OR-ing a nibble into the mantissa of 128.0 (bf16 0x4300,
 // ulp 1) or 1024.0 (f16 0x6400, ulp 1) gives 128 + v or 1024 + v exactly; an f16 nibble taken
@@ -132,6 +147,50 @@ MOEJIT_DEVICE void int4_registers(u32 word, Int4Offsets z, u32 (&out)[4]) {
     }
   }
 }
+
+// ---- e4m3 B registers (weights in the 8-bit-activation order, PackedOrder::a8) ----------------
+// One packed word becomes the two registers of one m16n8k32 B fragment, each four e4m3 bytes.
+// Both formats come out scaled by a power of two that the kernel folds into its f32 results:
+// E2M1 as its value times 2^-6, INT4 as (q - z) times 2^-9. Every value is exact.
+inline constexpr int kE2m1E4m3Exponent = 6;
+inline constexpr int kInt4E4m3Exponent = 9;
+
+MOEJIT_DEVICE void e2m1_e4m3_registers(u32 word, u32 (&out)[2]) {
+  using namespace moejit::prim;
+  out[0] = word & kE4m3E2m1LowMask;
+  out[1] = lop3<kLutAndOr>(word << 2, kE4m3E2m1ShiftUp, (word >> 2) & kE4m3E2m1ShiftDown);
+}
+
+// INT4 to e4m3 with the zero point subtracted exactly: q - z in [-15, 15] is the byte |q - z|
+// (an e4m3 worth |q - z| * 2^-9) with the sign at bit 7. Per byte, d = 0x80 + q - z and
+// e = 0x80 + z - q never borrow from a neighbour; d's top bit says q >= z, and then d - 0x80
+// is the answer, else e (its top bit set) is. `below` / `above` are 0x80 - z and 0x80 + z in
+// every byte, computed once per column and group.
+struct Int4E4m3Offsets {
+  u32 below, above;
+};
+MOEJIT_DEVICE Int4E4m3Offsets int4_e4m3_offsets(u32 zero_in_every_byte) {
+  return {0x80808080u - zero_in_every_byte, 0x80808080u + zero_in_every_byte};
+}
+
+inline constexpr u32 kLutSelect = (prim::kLopA & prim::kLopB) | (~prim::kLopA & prim::kLopC & 0xffu);  // a ? b : c
+inline constexpr u32 kLutXorAnd = prim::kLopA ^ (prim::kLopB & prim::kLopC);                           // a ^ (b & c)
+
+MOEJIT_DEVICE u32 int4_e4m3_register(u32 codes, Int4E4m3Offsets z) {
+  using namespace moejit::prim;
+  const u32 d = codes + z.below;                 // 0x80 + q - z
+  const u32 e = z.above - codes;                 // 0x80 + z - q
+  const u32 nonnegative = prmt(d, 0u, 0xba98u);  // 0xff in the bytes where q >= z
+  return lop3<kLutXorAnd>(lop3<kLutSelect>(nonnegative, d, e), nonnegative, 0x80808080u);
+}
+
+MOEJIT_DEVICE void int4_e4m3_registers(u32 word, Int4E4m3Offsets z, u32 (&out)[2]) {
+  out[0] = int4_e4m3_register(word & kE4m3Int4Mask, z);
+  out[1] = int4_e4m3_register((word >> 4) & kE4m3Int4Mask, z);
+}
+
+// Byte `w` (0..3) of `bytes` in all four bytes.
+MOEJIT_DEVICE u32 broadcast_byte(u32 bytes, u32 w) { return prim::prmt(bytes, 0u, w * 0x1111u); }
 
 // Spread byte `w` (0..3) of `bytes` into bytes 0 and 2: [b, 0, b, 0].
 MOEJIT_DEVICE u32 spread_byte(u32 bytes, u32 w) {

@@ -45,27 +45,37 @@ struct GemmShape {
   static constexpr u32 kWarpsM = Spec::warps_m, kWarpsN = kWarps / kWarpsM;
   static constexpr u32 WM = BM / kWarpsM, WN = BN / kWarpsN;
   static constexpr u32 kMTiles = WM / 16, kN8 = WN / 8, kN32 = WN / 32, kK32 = BK / 32;
+  // e4m3 activations (W4A8): one m16n8k32 mma per n8 tile and 32 k, weights in the a8 order.
+  static constexpr bool kAct8 = Spec::act == kernel_enum::e4m3;
+  static constexpr u32 kActBytes = kAct8 ? 1 : 2;
+  static constexpr bool kActScaleBlock = kAct8 && Spec::act_scale == kernel_enum::act_scale_block128;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
   static constexpr u32 kKStages = K / BK;  // stages of the whole K; a split takes a run of them
   static constexpr bool kAsym = Spec::weight == kernel_enum::int4_asym;
   static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
   static constexpr u32 kScaleBytes = Spec::scale == kernel_enum::e8m0 ? 1 : 2;
   static constexpr u32 kScaleRows = gemm_scale_rows(BK, G);
-  static constexpr u32 kABytes = BM * BK * 2, kBBytes = BN * BK / 2;
+  static constexpr u32 kABytes = BM * BK * kActBytes, kBBytes = BN * BK / 2;
   static constexpr u32 kSBytes = kScaleRows * BN * kScaleBytes, kZBytes = kAsym ? kScaleRows * BN : 0;
   static constexpr u32 kStageBytes = kABytes + kBBytes + kSBytes + kZBytes;
   static constexpr bool kActAndMul =
       Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
-  static constexpr gemm::Half kHalf = Spec::act == kernel_enum::bf16 ? gemm::Half::bf16 : gemm::Half::f16;
+  static constexpr gemm::Half kHalf = Spec::act == kernel_enum::f16 ? gemm::Half::f16 : gemm::Half::bf16;
+  // The k run whose products are summed before they are scaled in f32: the weights' scale
+  // group, cut at every 128 k when the activations are scaled per 128 k.
+  static constexpr u32 kFlush = kActScaleBlock && G > 128 ? 128 : G;
+  // e4m3: the power of two the B registers carry (gemm/dequant.cuh), undone in the epilogue.
+  static constexpr int kRawExponent = !kAct8 ? 0 : kMxfp4 ? gemm::kE2m1E4m3Exponent : gemm::kInt4E4m3Exponent;
   static constexpr bool kPartialN = N % BN != 0;  // the last column block has strips past N
 
   // Copies per stage in 16-byte chunks, and per thread.
-  static constexpr u32 kAChunks = BM * BK / 8, kBChunks = BN * BK / 32;
+  static constexpr u32 kARowChunks = BK * kActBytes / 16;  // 16-byte chunks in one A row of the tile
+  static constexpr u32 kAChunks = BM * kARowChunks, kBChunks = BN * BK / 32;
   static constexpr u32 kSChunks = kSBytes / 16, kZChunks = kZBytes / 16;
   static constexpr u32 kAPerThread = (kAChunks + kThreads - 1) / kThreads;
   static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
-  static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym));
+  static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBytes));
   static_assert(kWarps % kWarpsM == 0 && BM % kWarpsM == 0 && BN % kWarpsN == 0);
   static_assert(WM % 16 == 0 && WN % 32 == 0, "warp tiles are whole m16 rows and n32 packed strips");
   static_assert(BK % 32 == 0 && N % 32 == 0 && K % BK == 0, "stages are whole 32-k tiles and divide K");
@@ -76,11 +86,14 @@ struct GemmShape {
   static_assert(kSChunks <= kThreads && kZChunks <= kThreads && kSBytes % 16 == 0);
 };
 
-// A-tile rows are BK 16-bit elements = BK / 8 chunks of 16 bytes; chunk c of row r is stored at
-// chunk c ^ f(r) so that the 8 rows an ldmatrix reads at one chunk hit 8 different bank groups.
-template <u32 BK>
+// A-tile rows are kRowChunks chunks of 16 bytes (BK / 8 for 16-bit activations, BK / 16 for
+// e4m3); chunk c of row r is stored at chunk c ^ f(r) so that the 8 rows an ldmatrix reads at
+// one chunk hit 8 different 16-byte bank groups of the 128-byte bank row.
+template <u32 kRowChunks>
 MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
-  return BK == 32 ? chunk ^ ((row / 2) % 4) : chunk ^ (row % 8);
+  if constexpr (kRowChunks == 2) return chunk ^ ((row / 4) % 2);
+  else if constexpr (kRowChunks == 4) return chunk ^ ((row / 2) % 4);
+  else return chunk ^ (row % 8);
 }
 
 template <class Spec>
@@ -137,15 +150,24 @@ struct TileWork {
 // group.
 // `dependency_pending`: the kernel ahead has not been waited for yet (weights_before_dependency):
 // the prologue requests its weight stages first, then waits, then requests the activations.
-template <class Spec, bool kFragmentScales>
+// kPlainScales (e4m3 activations, MXFP4): the expert's scale bytes are all in the plain window
+// (gemm::e8m0_scales_plain): each converts with a shift, and per-token activation scales wait
+// for the epilogue.
+template <class Spec, bool kFragmentScales, bool kPlainScales = false>
 MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, unsigned char* smem,
                             bool dependency_pending) {
   using namespace moejit::prim;
   using S = GemmShape<Spec>;
   constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, T = S::kThreads;
   static_assert(!kFragmentScales || S::kMxfp4);
+  static_assert(!kPlainScales || (S::kMxfp4 && S::kAct8));
+  // e4m3: where the activations' scales (times the registers' power of two) are applied: to
+  // each run's sums, or once in the epilogue (per-token scales of a plain-window expert).
+  constexpr bool kActScaleInRuns = S::kAct8 && (S::kActScaleBlock || !kPlainScales);
+  constexpr bool kActScaleAtEnd = S::kAct8 && !kActScaleInRuns;
   const i64* a_offset = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
   const i64* c_row = a_offset + BM;                                                         // -1: not written
+  const i32* a_scale_row = reinterpret_cast<const i32*>(c_row + BM);  // e4m3: row of a_scales (-1: none)
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id();
   const u32 warp_m = warp / S::kWarpsN, warp_n = warp % S::kWarpsN;
@@ -175,19 +197,20 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   for (u32 i = 0; i < S::kBPerThread; ++i)
     b_bytes[i] = !S::kPartialN || work.n0 / 32 + b_strip_of(i) < S::N / 32 ? 16u : 0u;
 
-  // A: chunk c = tid + i * T is row c / (BK / 8), 16-byte chunk c % (BK / 8) of that row.
+  // A: chunk c = tid + i * T is row c / kARowChunks, 16-byte chunk c % kARowChunks of that row.
+  constexpr u32 kActBytes = S::kActBytes, kARowChunks = S::kARowChunks;
   const unsigned char* a_src[S::kAPerThread];
   u32 a_dst[S::kAPerThread];
   bool a_valid[S::kAPerThread];
   for (u32 i = 0; i < S::kAPerThread; ++i) {
-    const u32 c = tid + i * T, r = c / (BK / 8), chunk = c % (BK / 8);
+    const u32 c = tid + i * T, r = c / kARowChunks, chunk = c % kARowChunks;
     const i64 off = c < S::kAChunks ? a_offset[r] : -1;
     // Rows with no token are not copied: an mma row depends on its own A row only, and the
     // epilogue and the split-K reduction skip those rows.
     a_valid[i] = off >= 0;
     a_src[i] = static_cast<const unsigned char*>(p.a) +
-               (max_of<i64>(off, 0) + static_cast<i64>(work.stage_begin) * BK + chunk * 8) * 2;
-    a_dst[i] = r * BK * 2 + swizzle_chunk<BK>(r, chunk) * 16;
+               (max_of<i64>(off, 0) + static_cast<i64>(work.stage_begin) * BK + chunk * (16 / kActBytes)) * kActBytes;
+    a_dst[i] = r * BK * kActBytes + swizzle_chunk<kARowChunks>(r, chunk) * 16;
   }
 
   // Scales and zero points: thread tid < chunks copies chunk tid of the stage's rows.
@@ -211,7 +234,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   auto load_activations = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
     for (u32 j = 0; j < S::kAPerThread; ++j)
-      if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * (BK * 2));
+      if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * (BK * kActBytes));
   };
   auto load_weights = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
@@ -241,11 +264,31 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   u32 scale_addend = 0;
   if constexpr (kFragmentScales)
     scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
-  // INT4: the zero-point offsets of the warp's columns, per strip and n8 (symmetric: constant).
+  // INT4: the zero-point offsets of the warp's columns, per strip and n8 (symmetric: constant);
+  // for e4m3 activations their byte-wise form.
   gemm::Int4Offsets zero_offsets[S::kN32][4];
+  gemm::Int4E4m3Offsets zero_offsets8[S::kN32][4];
   if constexpr (!S::kMxfp4)
     for (u32 s32 = 0; s32 < S::kN32; ++s32)
-      for (u32 w = 0; w < 4; ++w) zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(0x00080008u);
+      for (u32 w = 0; w < 4; ++w) {
+        if constexpr (S::kAct8) zero_offsets8[s32][w] = gemm::int4_e4m3_offsets(0x08080808u);
+        else zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(0x00080008u);
+      }
+  // e4m3 activations: the scales of the thread's rows (g, g + 8 of each m16 tile) times the
+  // B registers' power of two, applied to each run's sums before the weights' scale so that
+  // the f32 partial sums stay near the true values' range (an E8M0 byte of 0xFE times a raw
+  // sum would overflow where the result does not). Per token: read once; per 128 k: read
+  // when a run starts.
+  float a_block_scale[S::kMTiles][2];
+  auto load_a_block_scales = [&](u32 k0) {
+    for (u32 mt = 0; mt < S::kMTiles; ++mt)
+      for (u32 h = 0; h < 2; ++h) {
+        const i32 row = a_scale_row[warp_m * S::WM + mt * 16 + g + 8 * h];
+        const i64 at = S::kActScaleBlock ? static_cast<i64>(row) * p.a_scale_ld + k0 / 128 : row;
+        a_block_scale[mt][h] = row >= 0 ? p.a_scales[at] * static_cast<float>(1u << S::kRawExponent) : 0.0f;
+      }
+  };
+  if constexpr (S::kAct8 && !S::kActScaleBlock) load_a_block_scales(0);  // per token: one value per row
 
   // Multiplies the finished group's sums by their f32 scales (columns 2t, 2t + 1 of each n8
   // tile: scale positions 8t + w and 8t + 4 + w of the strip).
@@ -256,8 +299,13 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       if constexpr (S::kScaleBytes == 1) {
         const u32x2 v = ld_shared_v2(strip);
         for (u32 w = 0; w < 4; ++w) {
-          s0[w] = gemm::e8m0_to_f32((v.x >> (8 * w)) & 0xffu);
-          s1[w] = gemm::e8m0_to_f32((v.y >> (8 * w)) & 0xffu);
+          if constexpr (kPlainScales) {
+            s0[w] = gemm::e8m0_plain_to_f32(v.x, w);
+            s1[w] = gemm::e8m0_plain_to_f32(v.y, w);
+          } else {
+            s0[w] = gemm::e8m0_to_f32((v.x >> (8 * w)) & 0xffu);
+            s1[w] = gemm::e8m0_to_f32((v.y >> (8 * w)) & 0xffu);
+          }
         }
       } else {
         const u32x4 v = ld_shared_v4(strip);
@@ -270,15 +318,24 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         for (u32 mt = 0; mt < S::kMTiles; ++mt) {
           float* a = acc[mt][s32 * 4 + w];
           const float* q = part[mt][s32 * 4 + w];
-          a[0] += q[0] * s0[w];
-          a[1] += q[1] * s1[w];
-          a[2] += q[2] * s0[w];
-          a[3] += q[3] * s1[w];
+          if constexpr (kActScaleInRuns) {
+            // The activations' scale first (row), then the weights' (column): two roundings.
+            a[0] += (q[0] * a_block_scale[mt][0]) * s0[w];
+            a[1] += (q[1] * a_block_scale[mt][0]) * s1[w];
+            a[2] += (q[2] * a_block_scale[mt][1]) * s0[w];
+            a[3] += (q[3] * a_block_scale[mt][1]) * s1[w];
+          } else {
+            a[0] += q[0] * s0[w];
+            a[1] += q[1] * s1[w];
+            a[2] += q[2] * s0[w];
+            a[3] += q[3] * s1[w];
+          }
         }
     }
   };
 
   const float kZero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const float kNegativeZero[4] = {-0.0f, -0.0f, -0.0f, -0.0f};
 
   // One stage: BK / 32 tiles of 32 k; each warp dequantizes its strips and runs its mma's.
   auto compute_stage = [&](u32 slot, u32 i) {
@@ -291,16 +348,54 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       const u32 k0 = stage_index * BK + kk * 32;  // first k of this 32-k tile
       const u32 s_row_in_stage = S::G >= BK ? 0 : kk * 32 / S::G;
       const unsigned char* s_row_ptr = s_stage + s_row_in_stage * BN * S::kScaleBytes;
-      // A scale group starts here (or the split does), or ends here (or the split does).
-      const bool group_start = k0 % S::G == 0 || (kk == 0 && i == 0);
-      const bool group_end = (k0 + 32) % S::G == 0 || (kk + 1 == S::kK32 && i + 1 == stages);
+      // A scale group starts here (or the split does); a summed run (kFlush) starts or ends here
+      // (or the split does).
+      const bool first = kk == 0 && i == 0, last = kk + 1 == S::kK32 && i + 1 == stages;
+      const bool group_start = k0 % S::G == 0 || first;
+      const bool run_start = k0 % S::kFlush == 0 || first;
+      const bool run_end = (k0 + 32) % S::kFlush == 0 || last;
 
       if constexpr (S::kAsym) {
         if (group_start)
           for (u32 s32 = 0; s32 < S::kN32; ++s32) {
             const u32 z4 = ld_shared_u32(s_stage + S::kSBytes + s_row_in_stage * BN + (warp_n * S::kN32 + s32) * 32 + 4 * g);
-            for (u32 w = 0; w < 4; ++w) zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z4, w));
+            for (u32 w = 0; w < 4; ++w) {
+              if constexpr (S::kAct8) zero_offsets8[s32][w] = gemm::int4_e4m3_offsets(gemm::broadcast_byte(z4, w));
+              else zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z4, w));
+            }
           }
+      }
+      if constexpr (S::kActScaleBlock)
+        if (run_start) load_a_block_scales(k0);
+
+      if constexpr (S::kAct8) {
+        // e4m3: one word per n8 tile is one B fragment; one ldmatrix.x4 per m16 tile covers the
+        // 32 k (matrix q = lane / 8: rows +8 if q odd, 16 bytes of k further if q >= 2).
+        u32 b[S::kN8][2];
+        for (u32 s32 = 0; s32 < S::kN32; ++s32) {
+          const u32 strip = warp_n * S::kN32 + s32;
+          const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
+          const u32 word[4] = {words.x, words.y, words.z, words.w};
+          for (u32 w = 0; w < 4; ++w) {
+            if constexpr (S::kMxfp4) gemm::e2m1_e4m3_registers(word[w], b[s32 * 4 + w]);
+            else gemm::int4_e4m3_registers(word[w], zero_offsets8[s32][w], b[s32 * 4 + w]);
+          }
+        }
+        for (u32 mt = 0; mt < S::kMTiles; ++mt) {
+          const u32 q = lane / 8;
+          const u32 row = warp_m * S::WM + mt * 16 + lane % 8 + 8 * (q % 2);
+          const u32 chunk = kk * 2 + q / 2;
+          u32 a[4];
+          ldmatrix_x4(a, stage + row * BK + swizzle_chunk<kARowChunks>(row, chunk) * 16);
+          for (u32 j = 0; j < S::kN8; ++j) {
+            // A run starts from -0, not +0: x + (-0) is x for every x, so where the target
+            // runs the e4m3 mma as two f16 mma's and an add (sm_90), ptxas drops the add.
+            if (run_start) mma_m16n8k32_e4m3(part[mt][j], a, b[j], kNegativeZero);
+            else mma_m16n8k32_e4m3(part[mt][j], a, b[j], part[mt][j]);
+          }
+        }
+        if (run_end) apply_group_scales(s_row_ptr);
+        continue;
       }
 
       // Weights: one 16-byte word quad per strip, four registers per n8 tile.
@@ -333,19 +428,19 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           const u32 row = warp_m * S::WM + mt * 16 + lane % 8 + 8 * (q % 2);
           const u32 chunk = kk * 4 + step * 2 + q / 2;
           u32 a[4];
-          ldmatrix_x4(a, stage + row * BK * 2 + swizzle_chunk<BK>(row, chunk) * 16);
+          ldmatrix_x4(a, stage + row * BK * 2 + swizzle_chunk<kARowChunks>(row, chunk) * 16);
           for (u32 j = 0; j < S::kN8; ++j) {
             const u32 bb[2] = {b[j][2 * step], b[j][2 * step + 1]};
             float(&d)[4] = kFragmentScales ? acc[mt][j] : part[mt][j];
             // The accumulator path starts each group's sums from zero.
-            const bool fresh = !kFragmentScales && step == 0 && group_start;
+            const bool fresh = !kFragmentScales && step == 0 && run_start;
             if (fresh) mma<S::kHalf>(d, a, bb, kZero);
             else mma<S::kHalf>(d, a, bb, d);
           }
         }
       }
       if constexpr (!kFragmentScales)
-        if (group_end) apply_group_scales(s_row_ptr);
+        if (run_end) apply_group_scales(s_row_ptr);
     }
   };
 
@@ -430,14 +525,18 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
       const i64 row = c_row[r];
       if (row < 0) continue;
+      // Per-token activation scales of a plain-window expert: the row's, once.
+      float end_scale = result_scale;
+      if constexpr (kActScaleAtEnd) end_scale = a_block_scale[mt][half_row];
+      constexpr bool kEndScaled = kFragmentScales || kActScaleAtEnd;
       MOEJIT_UNROLL
       for (u32 j = 0; j < S::kN8; ++j) {
         const u32 col = work.n0 + warp_n * S::WN + j * 8 + 2 * t;  // packed column
         if (col >= S::N) continue;
         float v0 = acc[mt][j][2 * half_row], v1 = acc[mt][j][2 * half_row + 1];
-        if constexpr (kFragmentScales) {
-          v0 *= result_scale;
-          v1 *= result_scale;
+        if constexpr (kEndScaled) {
+          v0 *= end_scale;
+          v1 *= end_scale;
         }
         if (p.bias != nullptr) {
           v0 += p.bias[static_cast<u64>(work.expert) * S::N + col];
@@ -446,9 +545,9 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         if constexpr (S::kActAndMul) {
           if (act_and_mul_half_of_column(col) != 0) continue;  // up columns: read below, with their gate
           float u0 = acc[mt][j + 1][2 * half_row], u1 = acc[mt][j + 1][2 * half_row + 1];
-          if constexpr (kFragmentScales) {
-            u0 *= result_scale;
-            u1 *= result_scale;
+          if constexpr (kEndScaled) {
+            u0 *= end_scale;
+            u1 *= end_scale;
           }
           if (p.bias != nullptr) {
             u0 += p.bias[static_cast<u64>(work.expert) * S::N + col + 8];
@@ -490,6 +589,11 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   unsigned char* smem = dynamic_shared();
   i64* a_offset = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
   i64* c_row = a_offset + BM;                                                   // -1: not written
+  i32* a_scale_row = reinterpret_cast<i32*>(c_row + BM);                        // e4m3 only
+  // The row of a_scales of A row `a_row` (-1: no row).
+  auto set_scale_row = [&](u32 r, i64 a_row) {
+    if constexpr (S::kAct8) a_scale_row[r] = static_cast<i32>(a_row);
+  };
 
   const u32 tid = thread_x(), lane = lane_id();
   const i32 m = Spec::pinned_m > 0 ? Spec::pinned_m : p.m;
@@ -513,6 +617,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       const bool valid = id >= 0 && id < m;
       a_offset[r] = valid ? static_cast<i64>(id / p.a_row_divisor) * p.lda : -1;
       c_row[r] = valid ? id : -1;
+      set_scale_row(r, valid ? id / p.a_row_divisor : -1);
     }
   } else if constexpr (Spec::layout == kernel_enum::contiguous) {
     // Row tile y is the y-th BM-row tile counting experts in order; every warp finds it.
@@ -544,6 +649,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       const i32 row = row0 + static_cast<i32>(r);
       a_offset[r] = row < row_end ? row * p.lda : -1;
       c_row[r] = row < row_end ? row : -1;
+      set_scale_row(r, row < row_end ? row : -1);
     }
   } else {
     const u32 tiles_per_expert = (static_cast<u32>(m) + BM - 1) / BM;
@@ -557,6 +663,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       const i64 slab_row = static_cast<i64>(work.expert) * m + row;
       a_offset[r] = row < count ? slab_row * p.lda : -1;
       c_row[r] = row < count ? slab_row : -1;
+      set_scale_row(r, row < count ? slab_row : -1);
     }
   }
 
@@ -569,7 +676,13 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
 
   if constexpr (S::kMxfp4) {
     work.scale_range = p.b_scale_ranges[work.expert];
-    if (gemm::fragment_scales_exact<S::kHalf>(gemm::expert_scale_range(work.scale_range))) {
+    const gemm::ExpertScaleRange range = gemm::expert_scale_range(work.scale_range);
+    if constexpr (S::kAct8) {  // e4m3 B registers have no room for the scales
+      if (gemm::e8m0_scales_plain(range)) {
+        run_tile<Spec, false, true>(p, work, smem, dependency_pending);
+        return;
+      }
+    } else if (gemm::fragment_scales_exact<S::kHalf>(range)) {
       run_tile<Spec, true>(p, work, smem, dependency_pending);
       return;
     }

@@ -65,6 +65,50 @@ constexpr u32 e2m1_word_bit(u32 e, u32 b) {
   return kE2m1GatherBit[b] + 16 * h;
 }
 
+// ---- The 8-bit-activation order (weights used with e4m3 activations) -----------------------
+// Same tiles, tile order, columns, scales and zero points as above; only which 8 k a lane's word
+// holds, and where each element's bits sit, differ. mma.m16n8k32 (e4m3) gives lane L of the B
+// fragment column g = L / 4 and, in register r (0, 1) byte j, k offset 16 r + 4 t + j
+// (t = L % 4); so word w of lane L holds column 32 nt + 8 w + L / 4 and element e (0..7) at
+// k offset packed8_k_of_element(L, e), bound for register e / 4, byte e % 4. The bits are placed
+// so that each register is an e4m3 value in one to four operations (gemm/dequant.cuh):
+//  - int4: element e is the low (e < 4) or high (e >= 4) nibble of byte e % 4, so register 0 is
+//    word & 0x0f0f0f0f and register 1 (word >> 4) & 0x0f0f0f0f: each byte the unsigned code q,
+//    which as an e4m3 byte is q * 2^-9 exactly (codes 0..7 subnormal, 8..15 normal).
+//  - E2M1: elements 0..3 keep sign, E1, E0, M at bits 7, 4, 3, 2 of byte e (an e4m3 byte holding
+//    the value times 2^-6, the subnormal codes included), so register 0 is word & 0x9c9c9c9c;
+//    elements 4..7 use the bits left in byte e - 4: M, E0, sign, E1 at bits 0, 1, 5, 6, moved
+//    into place by a shift left and a shift right of two.
+enum class PackedOrder : u32 {
+  a16 = 0,  // for bf16 / f16 activations: mma.m16n8k16's fragments (above)
+  a8 = 1,   // for e4m3 activations: mma.m16n8k32's fragments
+};
+
+constexpr u32 packed8_k_of_element(u32 lane, u32 e) { return 16 * (e / 4) + 4 * (lane % 4) + e % 4; }
+
+inline constexpr u32 kE4m3Int4Mask = 0x0f0f0f0fu;
+inline constexpr u32 kE4m3E2m1LowMask = 0x9c9c9c9cu;    // register 0: sign, E1, E0, M of bytes 0..3
+inline constexpr u32 kE4m3E2m1ShiftUp = 0x8c8c8c8cu;    // register 1: sign, E0, M after << 2
+inline constexpr u32 kE4m3E2m1ShiftDown = 0x10101010u;  // register 1: E1 after >> 2
+// Bits (within byte e % 4) of E2M1 code bits M, E0, E1, sign of element e.
+constexpr u32 e2m1_a8_byte_bit(u32 e, u32 b) {
+  constexpr u32 low[4] = {2, 3, 4, 7}, high[4] = {0, 1, 6, 5};
+  return e < 4 ? low[b] : high[b];
+}
+// The word bit of code bit b (0 M, 1 E0, 2 E1, 3 sign) of element e, for either format.
+constexpr u32 a8_word_bit(bool mxfp4, u32 e, u32 b) {
+  return 8 * (e % 4) + (mxfp4 ? e2m1_a8_byte_bit(e, b) : 4 * (e / 4) + b);
+}
+
+// The k offset and word bit of element e for a lane, in either order.
+constexpr u32 packed_k_of(PackedOrder order, u32 lane, u32 e) {
+  return order == PackedOrder::a8 ? packed8_k_of_element(lane, e) : packed_k_of_element(lane, e);
+}
+constexpr u32 packed_word_bit(PackedOrder order, bool mxfp4, u32 e, u32 b) {
+  if (order == PackedOrder::a8) return a8_word_bit(mxfp4, e, b);
+  return mxfp4 ? e2m1_word_bit(e, b) : 4 * int4_nibble_of_element(e) + b;
+}
+
 constexpr u64 packed_weight_bytes(u64 experts, u64 n, u64 k) { return experts * n * k / 2; }
 
 // Byte offset of tile (nt, kt) of an expert.
@@ -106,16 +150,18 @@ constexpr u32 act_and_mul_column_of(u32 j, u32 half) {
 }
 
 // Shared memory of one pipeline stage and of the whole kernel, in bytes. The stage holds the A
-// tile (bm x bk, 16-bit), the packed B tiles (bn x bk / 2), the scale rows the stage's k range
-// touches (bn each) and, for int4_asym, as many zero-point rows (bn bytes each).
+// tile (bm x bk, act_bytes each: 2 for bf16/f16, 1 for e4m3), the packed B tiles (bn x bk / 2),
+// the scale rows the stage's k range touches (bn each) and, for int4_asym, as many zero-point
+// rows (bn bytes each).
 constexpr u32 gemm_scale_rows(u32 bk, u32 group) { return group >= bk ? 1 : bk / group; }
-constexpr u32 gemm_stage_bytes(u32 bm, u32 bn, u32 bk, u32 group, u32 scale_bytes, bool zeros) {
-  return bm * bk * 2 + bn * bk / 2 + gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0));
+constexpr u32 gemm_stage_bytes(u32 bm, u32 bn, u32 bk, u32 group, u32 scale_bytes, bool zeros, u32 act_bytes = 2) {
+  return bm * bk * act_bytes + bn * bk / 2 + gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0));
 }
-// Plus the per-row A offsets and C rows (8 bytes each) of the block's bm rows.
+// Plus the per-row A offsets and C rows (8 bytes each) of the block's bm rows and, for e4m3
+// activations, the rows of their scales (4 bytes each).
 constexpr u32 gemm_shared_bytes(u32 bm, u32 bn, u32 bk, u32 stages, u32 group, u32 scale_bytes,
-                                bool zeros) {
-  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros) + bm * 16;
+                                bool zeros, u32 act_bytes = 2) {
+  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros, act_bytes) + bm * (act_bytes == 1 ? 20 : 16);
 }
 
 // ---- Kernel arguments ----------------------------------------------------------------------
@@ -123,6 +169,10 @@ struct GroupedGemmParams {
   // A: activations (act dtype), row-major, `lda` elements between rows, 16-byte aligned rows.
   const void* a;
   i64 lda;
+  // e4m3 activations: their f32 scales, indexed by A row (the value is e4m3 * scale). act_scale
+  // token: a_scales[row]; block128: a_scales[row * a_scale_ld + k / 128].
+  const float* a_scales;
+  i64 a_scale_ld;
   // B: packed weights, scales ([E][K/group][N], scale dtype) and, for int4_asym, zero points.
   const u8* b;
   const void* b_scales;

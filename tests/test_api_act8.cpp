@@ -1,0 +1,223 @@
+// The C ABI with e4m3 activations (W4A8) on the host backend: weights packed for E4M3 from
+// vLLM's MXFP4 layout, the grouped GEMM with per-token and per-128-k scales against the fp64
+// reference of the quantized inputs; the errors a mix-up gives (weights packed for the other
+// activation width, missing scales, a short scale stride); a caller compiled against the
+// header before these fields were added still works.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <random>
+
+#include "common/numeric.cuh"
+#include "moejit/moejit.h"
+#include "reference/compare.hpp"
+#include "reference/reference.hpp"
+#include "c_api_helpers.hpp"
+#include "test_support.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+
+namespace {
+
+// e4m3 activations with f32 scales (amax / 448 per token or per 128 k) and their values.
+struct Act8 {
+  std::vector<u8> codes;
+  std::vector<float> scales;
+  std::vector<double> values;  // code value * scale: what the reference reads
+  std::int64_t scale_ld = 0;
+};
+
+Act8 quantize_rows(std::mt19937& rng, std::int64_t rows, std::uint32_t k, std::uint32_t block) {
+  Act8 a;
+  a.codes.resize(static_cast<std::size_t>(rows) * k);
+  a.values.resize(a.codes.size());
+  a.scale_ld = k / block;
+  a.scales.resize(static_cast<std::size_t>(rows) * a.scale_ld);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::uint32_t b = 0; b < k / block; ++b) {
+      std::vector<float> x(block);
+      float amax = 0.0f;
+      const float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3);
+      for (auto& v : x) amax = std::max(amax, std::fabs(v = dist(rng) * magnitude));
+      const float scale = amax / 448.0f;
+      a.scales[r * a.scale_ld + b] = scale;
+      for (std::uint32_t i = 0; i < block; ++i) {
+        const std::size_t at = static_cast<std::size_t>(r) * k + b * block + i;
+        a.codes[at] = prim::twin::f32_to_e4m3(x[i] / scale);
+        a.values[at] = static_cast<double>(prim::twin::e4m3_to_f32(a.codes[at])) * scale;
+      }
+    }
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("C ABI: grouped GEMM with E4M3 activations (per token and per 128 k) and MXFP4 weights packed for them") {
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 4, N = 96, K = 384;
+  const VllmWeights w = vllm_weights(rng, E, N, K);
+  moejit_weights_desc_t d = vllm_desc(w, MOEJIT_ROWS_PLAIN, nullptr);
+  d.act_dtype = MOEJIT_DTYPE_E4M3;
+  auto p = pack(c.ctx, d);
+  CHECK(p->w.act_dtype == MOEJIT_DTYPE_E4M3);
+
+  std::vector<i32> offsets = {0, 7, 7, 20, 33};  // expert 1 has no rows
+  const std::int32_t M = offsets.back();
+  for (moejit_act_scale_t granularity : {MOEJIT_ACT_SCALE_TOKEN, MOEJIT_ACT_SCALE_BLOCK128}) {
+    CAPTURE(static_cast<int>(granularity));
+    const Act8 x = quantize_rows(rng, M, K, granularity == MOEJIT_ACT_SCALE_TOKEN ? K : 128);
+    Buffer a(x.codes.size()), scales(x.scales.size() * 4), out(static_cast<std::size_t>(M) * N * 4);
+    std::memcpy(a.data, x.codes.data(), x.codes.size());
+    std::memcpy(scales.data, x.scales.data(), x.scales.size() * 4);
+    std::memset(out.data, 0xff, static_cast<std::size_t>(M) * N * 4);
+    moejit_grouped_gemm_args_t g;
+    moejit_grouped_gemm_args_init(&g);
+    g.weights = &p->w;
+    g.act_dtype = MOEJIT_DTYPE_E4M3;
+    g.act_scale = granularity;
+    g.a_scales = static_cast<const float*>(scales.data);
+    g.a_scale_ld = x.scale_ld;
+    g.out_dtype = MOEJIT_DTYPE_F32;
+    g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+    g.m = M;
+    g.a = a.data;
+    g.lda = K;
+    g.c = out.data;
+    g.ldc = N;
+    g.expert_offsets = offsets.data();
+    REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+
+    quant::ReferenceProblem ref;
+    ref.layout = Layout::contiguous;
+    ref.weights = &w.logical;
+    ref.a = x.values;
+    ref.m = M;
+    ref.expert_offsets = offsets;
+    auto want = quant::reference_grouped_gemm(ref);
+    REQUIRE(want.ok());
+    std::vector<double> got(static_cast<std::size_t>(M) * N);
+    for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<float*>(out.data)[i];
+    const double err = quant::relative_frobenius_error(got, want->c, N, want->written);
+    CAPTURE(err);
+    CHECK(err < 1e-5);  // f32 sums of exact products: the kernel adds no error of its own
+  }
+}
+
+TEST_CASE("C ABI: E4M3 mix-ups are errors that name the argument") {
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 2, N = 64, K = 256;
+  const VllmWeights w = vllm_weights(rng, E, N, K);
+  moejit_weights_desc_t d16 = vllm_desc(w, MOEJIT_ROWS_PLAIN, nullptr);
+  moejit_weights_desc_t d8 = d16;
+  d8.act_dtype = MOEJIT_DTYPE_E4M3;
+  auto p16 = pack(c.ctx, d16);
+  auto p8 = pack(c.ctx, d8);
+  CHECK(p16->w.act_dtype == MOEJIT_DTYPE_BF16);
+  // The two packings hold the same codes in different places.
+  CHECK(std::memcmp(p16->q->data, p8->q->data, p16->w.qweight_bytes) != 0);
+  CHECK(std::memcmp(p16->s->data, p8->s->data, p16->w.scales_bytes) == 0);
+
+  std::vector<i32> offsets = {0, 3, 5};
+  Buffer a(5 * K * 2), out(5 * N * 2);
+  std::vector<float> scales(5, 0.01f);
+  auto args = [&](const Packed& p, moejit_dtype_t act) {
+    moejit_grouped_gemm_args_t g;
+    moejit_grouped_gemm_args_init(&g);
+    g.weights = &p.w;
+    g.act_dtype = act;
+    g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+    g.m = 5;
+    g.a = a.data;
+    g.lda = K;
+    g.c = out.data;
+    g.ldc = N;
+    g.expert_offsets = offsets.data();
+    if (act == MOEJIT_DTYPE_E4M3) {
+      g.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+      g.a_scales = scales.data();
+    }
+    return g;
+  };
+  auto fails = [&](const moejit_grouped_gemm_args_t& g, moejit_status_t code, std::initializer_list<const char*> words) {
+    CHECK(moejit_grouped_gemm(c.ctx, &g, nullptr) == code);
+    const std::string message = moejit_last_error();
+    CAPTURE(message);
+    for (const char* word : words) CHECK(message.find(word) != std::string::npos);
+  };
+  fails(args(*p16, MOEJIT_DTYPE_E4M3), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = e4m3", "packed for 16-bit"});
+  fails(args(*p8, MOEJIT_DTYPE_BF16), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = bf16", "packed for e4m3"});
+  moejit_grouped_gemm_args_t g = args(*p8, MOEJIT_DTYPE_E4M3);
+  g.act_scale = MOEJIT_ACT_SCALE_NONE;
+  fails(g, MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->act_scale' = 0", "MOEJIT_ACT_SCALE_TOKEN"});
+  g = args(*p8, MOEJIT_DTYPE_E4M3);
+  g.a_scales = nullptr;
+  fails(g, MOEJIT_ERROR_INVALID_ARGUMENT, {"'a_scales' is null"});
+  g = args(*p8, MOEJIT_DTYPE_E4M3);
+  g.act_scale = MOEJIT_ACT_SCALE_BLOCK128;
+  g.a_scale_ld = 1;
+  fails(g, MOEJIT_ERROR_INVALID_ARGUMENT, {"'a_scale_ld' = 1", "k / 128 = 2"});
+  g = args(*p16, MOEJIT_DTYPE_BF16);
+  g.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+  fails(g, MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->act_scale' = 1", "NONE"});
+  // An FP8 act_dtype in the weights description that is not a dtype the packing knows.
+  moejit_weights_desc_t bad = d16;
+  bad.act_dtype = MOEJIT_DTYPE_F32;
+  moejit_packed_sizes_t sizes;
+  CHECK(moejit_packed_weights_size(c.ctx, &bad, &sizes) == MOEJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(moejit_last_error()).find("'desc->act_dtype' = f32") != std::string::npos);
+}
+
+TEST_CASE("C ABI: callers built before the E4M3 fields keep working with 16-bit activations") {
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 2, N = 64, K = 128;
+  const VllmWeights w = vllm_weights(rng, E, N, K);
+  moejit_weights_desc_t d = vllm_desc(w, MOEJIT_ROWS_PLAIN, nullptr);
+  d.struct_size = offsetof(moejit_weights_desc_t, act_dtype);  // the 0.1 struct
+  d.act_dtype = MOEJIT_DTYPE_E4M3;                               // past its end: never read
+  auto p = pack(c.ctx, d);
+  p->w.struct_size = offsetof(moejit_packed_weights_t, act_dtype);
+  p->w.act_dtype = MOEJIT_DTYPE_E4M3;  // past its end: never read
+
+  std::vector<i32> offsets = {0, 4, 9};
+  const std::int32_t M = offsets.back();
+  Buffer a(M * K * 2), out(M * N * 4);
+  const std::vector<double> x = random_activations(a.data, M * K, DType::bf16, rng);
+  moejit_grouped_gemm_args_t g;
+  moejit_grouped_gemm_args_init(&g);
+  g.struct_size = offsetof(moejit_grouped_gemm_args_t, act_scale);
+  g.act_scale = MOEJIT_ACT_SCALE_BLOCK128;  // past its end: never read
+  g.weights = &p->w;
+  g.out_dtype = MOEJIT_DTYPE_F32;
+  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+  g.m = M;
+  g.a = a.data;
+  g.lda = K;
+  g.c = out.data;
+  g.ldc = N;
+  g.expert_offsets = offsets.data();
+  REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  quant::ReferenceProblem ref;
+  ref.layout = Layout::contiguous;
+  ref.weights = &w.logical;
+  ref.a = x;
+  ref.m = M;
+  ref.expert_offsets = offsets;
+  auto want = quant::reference_grouped_gemm(ref);
+  REQUIRE(want.ok());
+  std::vector<double> got(static_cast<std::size_t>(M) * N);
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<float*>(out.data)[i];
+  CHECK(quant::relative_frobenius_error(got, want->c, N, want->written) < 5e-3);
+  // One byte short of the 0.1 struct is still refused.
+  g.struct_size = offsetof(moejit_grouped_gemm_args_t, act_scale) - 1;
+  CHECK(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+}

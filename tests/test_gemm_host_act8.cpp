@@ -1,0 +1,139 @@
+// The grouped GEMM with e4m3 activations (W4A8) on the host backend, against the fp64 reference
+// computed from the quantized inputs (e4m3 value times its f32 scale): every weight format x
+// activation-scale granularity x MoE layout x epilogue, INT4 group sizes against the 128-k
+// activation blocks, every A-row width the tile can have (bk 32, 64, 128: 2, 4 and 8 chunks of
+// 16 bytes), split-K, E8M0 edge bytes and edge row counts.
+
+#include <doctest/doctest.h>
+
+#include "gemm_case.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+
+namespace {
+
+std::unique_ptr<KernelResolver> host_resolver(const TempDir& dir) {
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+std::uint32_t fresh_seed() { return std::random_device{}(); }
+
+void run_act8_matrix(const GemmFormat& f) {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (const GemmCase& c : act8_matrix(f)) run_gemm_case(*resolver, c, fresh_seed());
+}
+
+GemmCase act8_case(WeightFormat weight, DType scale, std::uint32_t group, ActScale act_scale) {
+  GemmCase c;
+  c.weight = weight;
+  c.scale = scale;
+  c.group = group;
+  c.act = DType::e4m3;
+  c.act_scale = act_scale;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("host grouped GEMM W4A8: mxfp4 x e4m3 scales x layouts x epilogues") {
+  run_act8_matrix({WeightFormat::mxfp4, DType::e8m0, 32});
+}
+
+TEST_CASE("host grouped GEMM W4A8: int4 symmetric x e4m3 scales x layouts x epilogues") {
+  run_act8_matrix({WeightFormat::int4_sym, DType::bf16, 128});
+}
+
+TEST_CASE("host grouped GEMM W4A8: int4 asymmetric x e4m3 scales x layouts x epilogues") {
+  run_act8_matrix({WeightFormat::int4_asym, DType::f16, 64});
+}
+
+TEST_CASE("host grouped GEMM W4A8: int4 groups 32 and per-channel against 128-k activation blocks, A rows of 2, 4 and 8 chunks") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  // Per-channel scales (group = k = 512) summed in runs of 128 k; groups of 32 inside a run.
+  for (std::uint32_t group : {32u, 512u})
+    for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
+      GemmCase c = act8_case(WeightFormat::int4_asym, DType::bf16, group, act_scale);
+      c.k = 512;
+      c.layout = Layout::contiguous;
+      c.tokens = 21;
+      c.out = DType::f32;
+      run_gemm_case(*resolver, c, fresh_seed());
+    }
+  for (const dispatch::TileConfig tile : {dispatch::TileConfig{16, 64, 32, 3, 2}, dispatch::TileConfig{32, 128, 128, 3, 4},
+                                          dispatch::TileConfig{64, 128, 64, 3, 8}}) {
+    GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, ActScale::block128);
+    c.tile = tile;
+    c.tokens = static_cast<std::int32_t>(tile.bm) + 3;
+    run_gemm_case(*resolver, c, fresh_seed());
+  }
+}
+
+TEST_CASE("host grouped GEMM W4A8: split-K inside activation blocks is bitwise identical run to run") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  // 16 stages of 64 in 3 splits of 6: boundaries at k 384 and 768, inside the 128-k blocks'
+  // runs only where they are not multiples of 128 (384 is, 768 is): the splits still cut runs
+  // at whole stages, and the per-split partial sums add up in split order.
+  for (WeightFormat w : {WeightFormat::mxfp4, WeightFormat::int4_asym}) {
+    GemmCase c = act8_case(w, w == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16, w == WeightFormat::mxfp4 ? 32 : 1024,
+                           ActScale::block128);
+    c.k = 1024;
+    c.split_k = 3;
+    c.out = DType::f32;
+    c.tokens = 9;
+    const std::uint32_t seed = fresh_seed();
+    auto first = run_gemm_case(*resolver, c, seed);
+    auto second = run_gemm_case(*resolver, c, seed);
+    CHECK(first.output == second.output);
+  }
+}
+
+TEST_CASE("host grouped GEMM W4A8: E8M0 scale bytes 0x00, 0xFE and 0xFF, and M = 0, 1, 7") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (GemmCase c : edge_scale_cases()) {
+    c.act = DType::e4m3;
+    c.act_scale = ActScale::token;
+    run_gemm_case(*resolver, c, fresh_seed());
+  }
+  for (std::int32_t rows : {0, 1, 7}) {
+    GemmCase c = act8_case(WeightFormat::int4_sym, DType::f16, 64, ActScale::block128);
+    c.tokens = rows;
+    c.topk = 1;
+    run_gemm_case(*resolver, c, fresh_seed());
+  }
+}
+
+TEST_CASE("host grouped GEMM W4A8: MXFP4 experts at the edges of the plain scale window and past them") {
+  // Scale bytes drawn from [low, high]: inside the window [63, 190] the kernel converts with a
+  // shift and applies per-token scales at the end; one byte past either edge sends the expert
+  // through the exact path. Both paths must match the reference.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  const std::pair<std::uint16_t, std::uint16_t> ranges[] = {{63, 190}, {62, 120}, {130, 191}, {100, 140}};
+  for (auto [low, high] : ranges)
+    for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
+      GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, act_scale);
+      c.out = DType::f32;
+      c.layout = Layout::contiguous;
+      c.tokens = 24;
+      c.edit = [low, high](quant::QuantizedWeights& q) {
+        std::uint32_t x = 12345;
+        for (auto& sc : q.scales) {
+          x = x * 1103515245u + 12345u;
+          sc = static_cast<std::uint16_t>(low + (x >> 16) % (high - low + 1));
+        }
+        // Both edges present in every expert.
+        for (std::uint32_t e = 0; e < q.experts; ++e) {
+          q.scales[q.group_index(e, 0, 0)] = low;
+          q.scales[q.group_index(e, 1, 1)] = high;
+        }
+      };
+      run_gemm_case(*resolver, c, fresh_seed());
+    }
+}
