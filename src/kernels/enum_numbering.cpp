@@ -44,9 +44,11 @@ static_assert(value(Epilogue::swiglu_oai) == kernel_enum::swiglu_oai &&
 static_assert(value(Epilogue::topk_weight) == kernel_enum::topk_weight &&
               value(Epilogue::topk_weight) == MOEJIT_EPILOGUE_TOPK_WEIGHT);
 
-// Activation scales (no ABI enum yet: the C ABI takes bf16/f16 activations only).
-static_assert(value(ActScale::token) == kernel_enum::act_scale_token &&
-              value(ActScale::block128) == kernel_enum::act_scale_block128);
+// Activation scales.
+static_assert(value(ActScale::none) == MOEJIT_ACT_SCALE_NONE);
+static_assert(value(ActScale::token) == kernel_enum::act_scale_token && value(ActScale::token) == MOEJIT_ACT_SCALE_TOKEN);
+static_assert(value(ActScale::block128) == kernel_enum::act_scale_block128 &&
+              value(ActScale::block128) == MOEJIT_ACT_SCALE_BLOCK128);
 // Backends: the ABI's AUTO (0) is resolved before a spec is built, where 0 means "not set".
 static_assert(value(Backend::device) == MOEJIT_BACKEND_DEVICE && value(Backend::host) == MOEJIT_BACKEND_HOST);
 

@@ -1,7 +1,8 @@
 #pragma once
 // Grouped GEMM for MoE with 4-bit weights on the mma.sync path (sm_80 ... sm_121a):
-// C = epilogue(A * W_e^T), A in bf16/f16, W_e MXFP4 or INT4 in moejit's packed layout
-// (gemm/grouped_gemm_params.cuh, templates/README.md).
+// C = epilogue(A * W_e^T), A in bf16/f16 (mma.m16n8k16) or e4m3 with f32 scales per token or per
+// 128 k (mma.m16n8k32, sm_89+), W_e MXFP4 or INT4 in moejit's packed layout, in the fragment
+// order of its activation width (gemm/grouped_gemm_params.cuh, templates/README.md).
 //
 // One block computes a BM x BN tile of C for one expert over a range of whole k stages (its
 // split). A multi-stage cp.async pipeline streams the block's A rows (gathered per the MoE
@@ -21,8 +22,8 @@
 // Split-K is serial across the splits of a tile, in split order, so sums are bitwise
 // reproducible; splits are whole stages.
 //
-// Spec (generated): weight, scale, act, out, layout, epilogue, n, k, experts, group, bm, bn,
-// bk, stages, warps, warps_m, split_k, pinned_m.
+// Spec (generated): weight, scale, act, act_scale, out, layout, epilogue, n, k, experts, group,
+// bm, bn, bk, stages, warps, warps_m, split_k, pinned_m.
 
 #include "common/atomic.cuh"
 #include "common/cp_async.cuh"
