@@ -137,3 +137,23 @@ TEST_CASE("host grouped GEMM W4A8: MXFP4 experts at the edges of the plain scale
       run_gemm_case(*resolver, c, fresh_seed());
     }
 }
+
+TEST_CASE("host grouped GEMM W4A8: both mma paths, e4m3 (sm_89, sm_120a kernels) and f16 pairs (sm_90a, sm_100a)") {
+  // The suites above run sm_90a's kernel, whose e4m3 fragments go through two f16 mma's; the
+  // targets with an e4m3 mma.sync use it directly. Every format on each.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  int i = 0;
+  for (Arch arch : {Arch::sm_89, Arch::sm_120a, Arch::sm_100a}) {
+    HostLauncher host(arch);
+    for (const GemmFormat& f : {GemmFormat{WeightFormat::mxfp4, DType::e8m0, 32}, GemmFormat{WeightFormat::int4_sym, DType::bf16, 128},
+                                GemmFormat{WeightFormat::int4_asym, DType::f16, 64}}) {
+      GemmCase c = act8_case(f.weight, f.scale, f.group, i % 2 == 0 ? ActScale::token : ActScale::block128);
+      c.layout = i % 3 == 0 ? Layout::indexed : i % 3 == 1 ? Layout::contiguous : Layout::masked;
+      c.epilogue = i % 2 == 0 ? Epilogue::silu_and_mul : Epilogue::none;
+      c.out = DType::f32;
+      ++i;
+      run_gemm_case(*resolver, host, c, fresh_seed());
+    }
+  }
+}

@@ -140,6 +140,35 @@ TEST_CASE("e4m3: every code decodes per the OCP e4m3fn table and round-trips") {
   CHECK(twin::f32_to_e4m3(std::ldexp(1.0f, -6) * 0.9375f) == 0x08);  // rounds up into normals
 }
 
+TEST_CASE("e4m3x2 -> f16x2: every pair of codes converts exactly, byte 0 to the low half, NaN to NaN") {
+  for (u32 v = 0; v < 65536; ++v) {
+    const u32 r = e4m3x2_to_f16x2(static_cast<u16>(v));
+    for (u32 half = 0; half < 2; ++half) {
+      const u32 code = (v >> (8 * half)) & 0xff;
+      const float got = twin::f16_to_f32(static_cast<u16>(r >> (16 * half)));
+      const int sign = code & 0x80 ? -1 : 1, exp = (code >> 3) & 15, man = code & 7;
+      if (exp == 15 && man == 7) {
+        CHECK(std::isnan(got));
+        continue;
+      }
+      const double expected = exp == 0 ? sign * man * std::ldexp(1.0, -9) : sign * (1.0 + man / 8.0) * std::ldexp(1.0, exp - 7);
+      if (got != expected || std::signbit(got) != (sign < 0)) {
+        CAPTURE(v);
+        CAPTURE(half);
+        CHECK(got == expected);
+        CHECK(std::signbit(got) == (sign < 0));
+      }
+    }
+  }
+}
+
+TEST_CASE("e4m3x2_to_f16x2_high converts bytes 2 and 3 of a word, as the 16-bit form does them") {
+  for (u32 v = 0; v < 65536; v += 7) {
+    const u32 word = v << 16 | (v * 40503u & 0xffffu);
+    CHECK(e4m3x2_to_f16x2_high(word) == e4m3x2_to_f16x2(static_cast<u16>(v)));
+  }
+}
+
 TEST_CASE("packed conversions put lo in the low half") {
   CHECK(pack_bf16x2(1.0f, -2.0f) == (0x3f80u | 0xc000u << 16));
   CHECK(pack_f16x2(1.0f, -2.0f) == (0x3c00u | 0xc000u << 16));

@@ -152,7 +152,8 @@ std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
           {"unsigned", "bm", n(s.bm)},           {"unsigned", "bn", n(s.bn)},
           {"unsigned", "bk", n(s.bk)},           {"unsigned", "stages", n(s.stages)},
           {"unsigned", "warps", n(s.warps)},     {"unsigned", "warps_m", n(warps_along_m(s))},
-          {"unsigned", "split_k", n(s.split_k)}, {"int", "pinned_m", n(s.m)}};
+          {"unsigned", "split_k", n(s.split_k)}, {"int", "pinned_m", n(s.m)},
+          {"unsigned", "sm", n(arch_info(s.arch).sm)}};
 }
 
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }

@@ -148,6 +148,28 @@ MOEJIT_DEVICE float f16_to_f32(u16 h) {
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
 }
+// Two e4m3 bytes to an f16x2 register (byte 0 to the low half), exactly: cvt.rn.f16x2.e4m3x2,
+// sm_89+; older targets run the twin. The _high form converts bytes 2 and 3 of a word, taking
+// the upper half in PTX so that ptxas reads it in place (no shift).
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) {
+#if __CUDA_ARCH__ >= 890
+  u32 r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v));
+  return r;
+#else
+  return static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v)))) |
+         static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v >> 8)))) << 16;
+#endif
+}
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2_high(u32 word) {
+#if __CUDA_ARCH__ >= 890
+  u32 r;
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(r) : "r"(word));
+  return r;
+#else
+  return e4m3x2_to_f16x2(static_cast<u16>(word >> 16));
+#endif
+}
 #else
 MOEJIT_DEVICE u32 pack_bf16x2(float lo, float hi) {
   return static_cast<u32>(twin::f32_to_bf16(lo)) | static_cast<u32>(twin::f32_to_bf16(hi)) << 16;
@@ -159,6 +181,11 @@ MOEJIT_DEVICE u16 pack_e4m3x2(float lo, float hi) {
   return static_cast<u16>(twin::f32_to_e4m3(lo) | twin::f32_to_e4m3(hi) << 8);
 }
 MOEJIT_DEVICE float f16_to_f32(u16 h) { return twin::f16_to_f32(h); }
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) {
+  return static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v)))) |
+         static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v >> 8)))) << 16;
+}
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2_high(u32 word) { return e4m3x2_to_f16x2(static_cast<u16>(word >> 16)); }
 #endif
 
 MOEJIT_DEVICE float bf16_to_f32(u16 h) { return twin::bf16_to_f32(h); }

@@ -23,7 +23,7 @@
 // reproducible; splits are whole stages.
 //
 // Spec (generated): weight, scale, act, act_scale, out, layout, epilogue, n, k, experts, group,
-// bm, bn, bk, stages, warps, warps_m, split_k, pinned_m.
+// bm, bn, bk, stages, warps, warps_m, split_k, pinned_m, sm (the target's SM version).
 
 #include "common/atomic.cuh"
 #include "common/cp_async.cuh"
@@ -49,6 +49,10 @@ struct GemmShape {
   // e4m3 activations (W4A8): one m16n8k32 mma per n8 tile and 32 k, weights in the a8 order.
   static constexpr bool kAct8 = Spec::act == kernel_enum::e4m3;
   static constexpr u32 kActBytes = kAct8 ? 1 : 2;
+  // sm_90 and sm_100 have no e4m3 mma.sync: ptxas runs it as two f16 mma's plus an f32 add of
+  // C per output. There the kernel converts the fragments to f16 itself and chains the two
+  // mma's, which saves the add (one per output element per 32 k).
+  static constexpr bool kE4m3ViaF16 = kAct8 && (Spec::sm == 90 || Spec::sm == 100 || Spec::sm == 103);
   static constexpr bool kActScaleBlock = kAct8 && Spec::act_scale == kernel_enum::act_scale_block128;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
   static constexpr u32 kKStages = K / BK;  // stages of the whole K; a split takes a run of them
@@ -336,7 +340,6 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   };
 
   const float kZero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const float kNegativeZero[4] = {-0.0f, -0.0f, -0.0f, -0.0f};
 
   // One stage: BK / 32 tiles of 32 k; each warp dequantizes its strips and runs its mma's.
   auto compute_stage = [&](u32 slot, u32 i) {
@@ -372,14 +375,30 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       if constexpr (S::kAct8) {
         // e4m3: one word per n8 tile is one B fragment; one ldmatrix.x4 per m16 tile covers the
         // 32 k (matrix q = lane / 8: rows +8 if q odd, 16 bytes of k further if q >= 2).
-        u32 b[S::kN8][2];
+        // Where the target has no e4m3 mma.sync (kE4m3ViaF16), both fragments are converted to
+        // f16 here and the 32 k run as two chained f16 m16n8k16 mma's: lane t's e4m3 bytes
+        // (k 4t..4t+3, +16) go to the f16 fragment positions (2t, 2t+1) and (2t+8, 2t+9), the
+        // same k permutation for A and B, so the sums are those of the e4m3 mma.
+        constexpr u32 kBRegs = S::kE4m3ViaF16 ? 4 : 2;
+        u32 b[S::kN8][kBRegs];
         for (u32 s32 = 0; s32 < S::kN32; ++s32) {
           const u32 strip = warp_n * S::kN32 + s32;
           const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
           const u32 word[4] = {words.x, words.y, words.z, words.w};
           for (u32 w = 0; w < 4; ++w) {
-            if constexpr (S::kMxfp4) gemm::e2m1_e4m3_registers(word[w], b[s32 * 4 + w]);
-            else gemm::int4_e4m3_registers(word[w], zero_offsets8[s32][w], b[s32 * 4 + w]);
+            u32 b8[2];
+            if constexpr (S::kMxfp4) gemm::e2m1_e4m3_registers(word[w], b8);
+            else gemm::int4_e4m3_registers(word[w], zero_offsets8[s32][w], b8);
+            u32* out = b[s32 * 4 + w];
+            if constexpr (S::kE4m3ViaF16) {
+              for (u32 r = 0; r < 2; ++r) {
+                out[2 * r] = e4m3x2_to_f16x2(static_cast<u16>(b8[r]));
+                out[2 * r + 1] = e4m3x2_to_f16x2_high(b8[r]);
+              }
+            } else {
+              out[0] = b8[0];
+              out[1] = b8[1];
+            }
           }
         }
         for (u32 mt = 0; mt < S::kMTiles; ++mt) {
@@ -388,11 +407,23 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           const u32 chunk = kk * 2 + q / 2;
           u32 a[4];
           ldmatrix_x4(a, stage + row * BK + swizzle_chunk<kARowChunks>(row, chunk) * 16);
-          for (u32 j = 0; j < S::kN8; ++j) {
-            // A run starts from -0, not +0: x + (-0) is x for every x, so where the target
-            // runs the e4m3 mma as two f16 mma's and an add (sm_90), ptxas drops the add.
-            if (run_start) mma_m16n8k32_e4m3(part[mt][j], a, b[j], kNegativeZero);
-            else mma_m16n8k32_e4m3(part[mt][j], a, b[j], part[mt][j]);
+          if constexpr (S::kE4m3ViaF16) {
+            // e4m3 a[0], a[1]: rows g, g + 8 at k 4t..4t+3; a[2], a[3]: the same at k + 16.
+            auto f16 = [](u32 x, u32 half) { return half ? e4m3x2_to_f16x2_high(x) : e4m3x2_to_f16x2(static_cast<u16>(x)); };
+            const u32 a_lo[4] = {f16(a[0], 0), f16(a[1], 0), f16(a[0], 1), f16(a[1], 1)};
+            const u32 a_hi[4] = {f16(a[2], 0), f16(a[3], 0), f16(a[2], 1), f16(a[3], 1)};
+            for (u32 j = 0; j < S::kN8; ++j) {
+              const u32 b_lo[2] = {b[j][0], b[j][1]}, b_hi[2] = {b[j][2], b[j][3]};
+              if (run_start) mma_m16n8k16_f16(part[mt][j], a_lo, b_lo, kZero);
+              else mma_m16n8k16_f16(part[mt][j], a_lo, b_lo, part[mt][j]);
+              mma_m16n8k16_f16(part[mt][j], a_hi, b_hi, part[mt][j]);
+            }
+          } else {
+            for (u32 j = 0; j < S::kN8; ++j) {
+              const u32 bj[2] = {b[j][0], b[j][1]};
+              if (run_start) mma_m16n8k32_e4m3(part[mt][j], a, bj, kZero);
+              else mma_m16n8k32_e4m3(part[mt][j], a, bj, part[mt][j]);
+            }
           }
         }
         if (run_end) apply_group_scales(s_row_ptr);
