@@ -395,6 +395,16 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   return outcome;
 }
 
+// A fresh seed for a case (printed by run_gemm_case when a check fails).
+inline std::uint32_t fresh_seed() { return std::random_device{}(); }
+
+// A resolver over a store in `dir`, as the host suites use it.
+inline std::unique_ptr<KernelResolver> host_resolver(const TempDir& dir) {
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
 // The case on the host backend (sm_90a's limits), as the host suites run it.
 inline GemmOutcome run_gemm_case(KernelResolver& resolver, const GemmCase& c, std::uint32_t seed) {
   HostLauncher host(Arch::sm_90a);

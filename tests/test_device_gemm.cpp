@@ -15,8 +15,6 @@ using namespace moejit::test;
 
 namespace {
 
-std::uint32_t fresh_seed() { return std::random_device{}(); }
-
 // A resolver whose compile pool uses the machine (the GPU hosts have cores to spare).
 std::unique_ptr<KernelResolver> device_resolver(const TempDir& dir) {
   KernelResolver::Options o = resolver_options_in(dir);

@@ -42,58 +42,20 @@ std::vector<KernelSpec> format_corners(Arch arch) {
   return {a, b};
 }
 
-}  // namespace
+using CompileJobs = std::vector<std::pair<KernelSpec, std::future<Result<Resolution>>>>;
 
-TEST_CASE("every grouped GEMM tile configuration compiles on every target with no spills and no stack frame") {
-  if (!nvrtc_or_skip()) return;
-  TempDir dir;
-  auto r = KernelResolver::create(resolver_options_in(dir));
-  REQUIRE(r.ok());
-  std::vector<std::pair<KernelSpec, std::future<Result<Resolution>>>> jobs;
-  for (Arch arch : default_target_archs())
-    for (const KernelSpec& corner : format_corners(arch))
-      for (const auto& tile : dispatch::gemm_tile_configs(arch, corner.k, corner.weight, corner.scale, corner.group_size)) {
-        KernelSpec spec = dispatch::with_tile(corner, tile);
-        jobs.emplace_back(spec, (*r)->resolve_async(spec));
-      }
-  for (auto& [spec, future] : jobs) {
-    auto res = future.get();
-    CAPTURE(spec_to_json(spec));
-    REQUIRE_MESSAGE(res.ok(), res.status().message());
-    const auto& m = res->kernel->meta;
-    CHECK(m.spill_store_bytes == 0);
-    CHECK(m.spill_load_bytes == 0);
-    // A stack frame is a local array: the accumulators once sat in one on sm_100a/sm_120a,
-    // read and written in local memory every main-loop stage, with no spill reported.
-    CHECK(m.stack_bytes == 0);
-    CHECK(m.registers <= 255);
-    CHECK(m.dynamic_shared_bytes <= arch_info(spec.arch).max_shared_per_block);
+// Every tile the planner has for `corner` on its target, compiled in the background.
+void add_every_tile(KernelResolver& r, const KernelSpec& corner, CompileJobs& jobs) {
+  for (const auto& tile : dispatch::gemm_tile_configs(corner.arch, corner.k, corner.weight, corner.scale, corner.group_size)) {
+    KernelSpec spec = dispatch::with_tile(corner, tile);
+    jobs.emplace_back(spec, r.resolve_async(spec));
   }
 }
 
-TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles on every sm_89+ target with no spills") {
-  // The W4A8 corners: MXFP4 with per-token scales and a plain store; asymmetric INT4 (g128,
-  // bf16 scales) with per-128-k scales (a scale load per row and run) and the act-and-mul
-  // epilogue.
-  if (!nvrtc_or_skip()) return;
-  TempDir dir;
-  auto r = KernelResolver::create(resolver_options_in(dir));
-  REQUIRE(r.ok());
-  std::vector<std::pair<KernelSpec, std::future<Result<Resolution>>>> jobs;
-  for (Arch arch : default_target_archs()) {
-    if (arch_info(arch).sm < 89) continue;
-    std::vector<KernelSpec> corners = format_corners(arch);
-    corners[0].act = DType::e4m3;
-    corners[0].act_scale = ActScale::token;
-    corners[1].act = DType::e4m3;
-    corners[1].act_scale = ActScale::block128;
-    corners[1].scale = DType::bf16;
-    for (const KernelSpec& corner : corners)
-      for (const auto& tile : dispatch::gemm_tile_configs(arch, corner.k, corner.weight, corner.scale, corner.group_size)) {
-        KernelSpec spec = dispatch::with_tile(corner, tile);
-        jobs.emplace_back(spec, (*r)->resolve_async(spec));
-      }
-  }
+// Each compiled: no spill bytes, no stack frame (a stack frame is a local array: the
+// accumulators once sat in one on sm_100a/sm_120a, read and written in local memory every
+// main-loop stage, with no spill reported), registers and shared memory within the target's.
+void check_compiled(CompileJobs& jobs) {
   REQUIRE(!jobs.empty());
   for (auto& [spec, future] : jobs) {
     auto res = future.get();
@@ -104,5 +66,41 @@ TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles 
     CHECK(m.spill_load_bytes == 0);
     CHECK(m.stack_bytes == 0);
     CHECK(m.registers <= 255);
+    CHECK(m.dynamic_shared_bytes <= arch_info(spec.arch).max_shared_per_block);
   }
+}
+
+}  // namespace
+
+TEST_CASE("every grouped GEMM tile configuration compiles on every target with no spills and no stack frame") {
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  CompileJobs jobs;
+  for (Arch arch : default_target_archs())
+    for (const KernelSpec& corner : format_corners(arch)) add_every_tile(**r, corner, jobs);
+  check_compiled(jobs);
+}
+
+TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles on every sm_89+ target with no spills") {
+  // The W4A8 corners: MXFP4 with per-token scales and a plain store; asymmetric INT4 (g128,
+  // bf16 scales) with per-128-k scales (a scale load per row and run) and the act-and-mul
+  // epilogue.
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  CompileJobs jobs;
+  for (Arch arch : default_target_archs()) {
+    if (arch_info(arch).sm < 89) continue;
+    std::vector<KernelSpec> corners = format_corners(arch);
+    corners[0].act = DType::e4m3;
+    corners[0].act_scale = ActScale::token;
+    corners[1].act = DType::e4m3;
+    corners[1].act_scale = ActScale::block128;
+    corners[1].scale = DType::bf16;
+    for (const KernelSpec& corner : corners) add_every_tile(**r, corner, jobs);
+  }
+  check_compiled(jobs);
 }

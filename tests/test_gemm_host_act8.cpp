@@ -13,14 +13,6 @@ using namespace moejit::test;
 
 namespace {
 
-std::unique_ptr<KernelResolver> host_resolver(const TempDir& dir) {
-  auto r = KernelResolver::create(resolver_options_in(dir));
-  REQUIRE(r.ok());
-  return std::move(r).value();
-}
-
-std::uint32_t fresh_seed() { return std::random_device{}(); }
-
 void run_act8_matrix(const GemmFormat& f) {
   TempDir dir;
   auto resolver = host_resolver(dir);

@@ -116,6 +116,12 @@ MOEJIT_DEVICE u8 f32_to_e4m3(float f) {
   return static_cast<u8>(sign | m);                           // m == 8 is the smallest normal
 }
 
+// cvt.rn.f16x2.e4m3x2: two e4m3 bytes to f16x2 (byte 0 to the low half), exactly.
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) {
+  return static_cast<u32>(f32_to_f16(e4m3_to_f32(static_cast<u8>(v)))) |
+         static_cast<u32>(f32_to_f16(e4m3_to_f32(static_cast<u8>(v >> 8)))) << 16;
+}
+
 }  // namespace moejit::prim::twin
 
 namespace moejit::prim {
@@ -157,8 +163,7 @@ MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) {
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v));
   return r;
 #else
-  return static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v)))) |
-         static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v >> 8)))) << 16;
+  return twin::e4m3x2_to_f16x2(v);
 #endif
 }
 MOEJIT_DEVICE u32 e4m3x2_to_f16x2_high(u32 word) {
@@ -181,11 +186,8 @@ MOEJIT_DEVICE u16 pack_e4m3x2(float lo, float hi) {
   return static_cast<u16>(twin::f32_to_e4m3(lo) | twin::f32_to_e4m3(hi) << 8);
 }
 MOEJIT_DEVICE float f16_to_f32(u16 h) { return twin::f16_to_f32(h); }
-MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) {
-  return static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v)))) |
-         static_cast<u32>(twin::f32_to_f16(twin::e4m3_to_f32(static_cast<u8>(v >> 8)))) << 16;
-}
-MOEJIT_DEVICE u32 e4m3x2_to_f16x2_high(u32 word) { return e4m3x2_to_f16x2(static_cast<u16>(word >> 16)); }
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) { return twin::e4m3x2_to_f16x2(v); }
+MOEJIT_DEVICE u32 e4m3x2_to_f16x2_high(u32 word) { return twin::e4m3x2_to_f16x2(static_cast<u16>(word >> 16)); }
 #endif
 
 MOEJIT_DEVICE float bf16_to_f32(u16 h) { return twin::bf16_to_f32(h); }
