@@ -48,8 +48,10 @@ TEST_CASE("vector global loads and stores move the bytes they name") {
   const prim::u32x4 v = prim::ld_global_stream_v4(src + 4);
   CHECK((v.x == 5 && v.y == 6 && v.z == 7 && v.w == 8));
   prim::st_global_v4(dst, v);
+  prim::st_global_v2(dst + 4, prim::u32x2{11, 12});
   prim::st_global_stream_v2(dst + 6, prim::u32x2{9, 10});
-  CHECK((dst[0] == 5 && dst[1] == 6 && dst[2] == 7 && dst[3] == 8 && dst[4] == 0 && dst[6] == 9 && dst[7] == 10));
+  CHECK((dst[0] == 5 && dst[1] == 6 && dst[2] == 7 && dst[3] == 8 && dst[4] == 11 && dst[5] == 12 && dst[6] == 9 &&
+         dst[7] == 10));
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #include "kernels/kernel_def.hpp"
 
+#include "kernels/act_quantize.hpp"
 #include "kernels/grouped_gemm.hpp"
 #include "kernels/moe_align.hpp"
 #include "kernels/moe_reduce.hpp"
@@ -12,9 +13,10 @@ Result<const KernelDef*> find_kernel_def(Op op) {
     case Op::moe_align: return &kMoeAlignKernel;
     case Op::grouped_gemm: return &kGroupedGemmKernel;
     case Op::moe_reduce: return &kMoeReduceKernel;
+    case Op::act_quantize: return &kActQuantizeKernel;
     case Op::none: break;
   }
-  return error(Code::invalid_argument, "field 'op' = {}: expected moe_align, grouped_gemm or moe_reduce",
+  return error(Code::invalid_argument, "field 'op' = {}: expected moe_align, grouped_gemm, moe_reduce or act_quantize",
                to_string(op));
 }
 
@@ -28,7 +30,7 @@ Status validate_spec(const KernelSpec& spec) {
   if (spec.backend == Backend::none)
     return error(Code::invalid_argument, "field 'backend' is not set: expected device or host");
   if (spec.op == Op::none)
-    return error(Code::invalid_argument, "field 'op' is not set: expected moe_align, grouped_gemm or moe_reduce");
+    return error(Code::invalid_argument, "field 'op' is not set: expected moe_align, grouped_gemm, moe_reduce or act_quantize");
   MOEJIT_ASSIGN_OR_RETURN(const KernelDef* def, find_kernel_def(spec.op));
   return def->validate_fields(spec);
 }

@@ -10,7 +10,7 @@
 
 namespace moejit {
 
-enum class Op : std::uint8_t { none = 0, moe_align = 1, grouped_gemm = 2, moe_reduce = 3 };
+enum class Op : std::uint8_t { none = 0, moe_align = 1, grouped_gemm = 2, moe_reduce = 3, act_quantize = 4 };
 enum class WeightFormat : std::uint8_t { none = 0, mxfp4 = 1, int4_sym = 2, int4_asym = 3 };
 enum class DType : std::uint8_t { none = 0, bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5 };
 enum class Layout : std::uint8_t { none = 0, indexed = 1, contiguous = 2, masked = 3 };

@@ -1,7 +1,7 @@
 #pragma once
 // Vector loads and stores with cache hints. PTX ISA: ld.global.nc.L1::no_allocate.v4.u32
 // (read-only data streamed once), ld.shared.{u32,v2.u32,v4.u32}, st.global.v4.u32,
-// st.global.cs.v2.u32.
+// st.global.v2.u32, st.global.cs.v2.u32.
 // On the host these are plain copies.
 
 #include "common/platform.cuh"
@@ -52,6 +52,10 @@ MOEJIT_DEVICE void st_global_v4(void* p, u32x4 v) {
                : "memory");
 }
 
+MOEJIT_DEVICE void st_global_v2(void* p, u32x2 v) {
+  asm volatile("st.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
+}
+
 // Streaming store (evict first): output written once and not read again by this kernel.
 MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) {
   asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
@@ -88,6 +92,10 @@ MOEJIT_DEVICE u32 ld_shared_u32(const void* p) {
 }
 MOEJIT_DEVICE void st_global_v4(void* p, u32x4 v) {
   check_aligned(p, 16, "st.global.v4: address not 16-byte aligned");
+  __builtin_memcpy(p, &v, sizeof v);
+}
+MOEJIT_DEVICE void st_global_v2(void* p, u32x2 v) {
+  check_aligned(p, 8, "st.global.v2: address not 8-byte aligned");
   __builtin_memcpy(p, &v, sizeof v);
 }
 MOEJIT_DEVICE void st_global_stream_v2(void* p, u32x2 v) {
