@@ -16,7 +16,9 @@
 
 #include "common/numeric.cuh"
 #include "dispatch/fused_moe_op.hpp"
+#include "dispatch/spec_observer.hpp"
 #include "dispatch/weight_pack_op.hpp"
+#include "fp8_reference.hpp"
 #include "reference/compare.hpp"
 #include "reference/quantize.hpp"
 #include "reference/reference.hpp"
@@ -43,6 +45,27 @@ class HostTestMemory final : public TestMemory {
   std::vector<std::unique_ptr<void, decltype(&std::free)>> blocks_;
 };
 
+// A kernel resolver over a temporary store and the op context that runs on `launcher`,
+// counting its launches.
+class FusedOps {
+ public:
+  explicit FusedOps(Launcher& launcher) : resolver_(create_resolver(dir_)), ops{*resolver_, launcher, observer_, launches} {}
+  std::atomic<std::uint64_t> launches{0};
+
+ private:
+  static std::unique_ptr<KernelResolver> create_resolver(const TempDir& dir) {
+    auto r = KernelResolver::create(resolver_options_in(dir));
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    return std::move(r).value();
+  }
+  TempDir dir_;
+  std::unique_ptr<KernelResolver> resolver_;
+  dispatch::SpecObserver observer_{"", false};
+
+ public:
+  dispatch::OpContext ops;
+};
+
 struct FusedCase {
   std::uint32_t hidden = 128, intermediate = 64, experts = 8, global_experts = 0, topk = 2;
   std::int32_t tokens = 6;
@@ -51,13 +74,17 @@ struct FusedCase {
   DType scale = DType::e8m0;
   DType act = DType::bf16, out = DType::bf16;
   Epilogue activation = Epilogue::silu_and_mul;
+  // token / block128: W4A8 (weights packed for e4m3). The hidden states are then bf16 or f16
+  // (the layer quantizes them) or e4m3 (quantized here, from the same bf16 values, with the
+  // recipe written from the e4m3 definition: the same seed gives the same output either way).
+  ActScale act_scale = ActScale::none;
 };
 
 inline std::string describe(const FusedCase& c) {
-  return fmt::format("H={} I={} E={}/{} topk={} T={} {} g{} {} act={} out={} {}", c.hidden, c.intermediate,
-                     c.experts, c.global_experts ? c.global_experts : c.experts, c.topk, c.tokens,
-                     to_string(c.weight), c.group, to_string(c.scale), to_string(c.act), to_string(c.out),
-                     to_string(c.activation));
+  return fmt::format("H={} I={} E={}/{} topk={} T={} {} g{} {} act={} act_scale={} out={} {}", c.hidden,
+                     c.intermediate, c.experts, c.global_experts ? c.global_experts : c.experts, c.topk, c.tokens,
+                     to_string(c.weight), c.group, to_string(c.scale), to_string(c.act), to_string(c.act_scale),
+                     to_string(c.out), to_string(c.activation));
 }
 
 namespace fused_detail {
@@ -80,7 +107,7 @@ inline quant::QuantizedWeights random_weights(std::mt19937& rng, const FusedCase
 
 // Packs logical weights through the library's op (plain-codes source) into `memory`.
 inline dispatch::PackedWeightsView pack(Launcher& launcher, TestMemory& memory, const quant::QuantizedWeights& q,
-                                        quant::RowOrder rows) {
+                                        quant::RowOrder rows, PackedOrder order = PackedOrder::a16) {
   std::vector<u8> scales;
   if (q.scale_dtype == DType::e8m0) {
     for (u16 s : q.scales) scales.push_back(static_cast<u8>(s));
@@ -100,6 +127,7 @@ inline dispatch::PackedWeightsView pack(Launcher& launcher, TestMemory& memory, 
   d.qweight = q.codes.data();
   d.scales = scales.data();
   d.zeros = q.zeros.empty() ? nullptr : q.zeros.data();
+  d.order = order;
   auto sizes = dispatch::packed_sizes(d);
   REQUIRE_MESSAGE(sizes.ok(), sizes.status().message());
   dispatch::PackedDestination dest{memory.allocate(sizes->qweight), memory.allocate(sizes->scales),
@@ -107,7 +135,7 @@ inline dispatch::PackedWeightsView pack(Launcher& launcher, TestMemory& memory, 
   const Status packed = dispatch::pack_weights(launcher, d, dest, nullptr);
   REQUIRE_MESSAGE(packed.ok(), packed.message());
   return {q.format, q.group_size, q.scale_dtype, q.experts, q.n, q.k, rows != quant::RowOrder::plain,
-          dest.qweight, dest.scales, dest.zeros, nullptr};
+          dest.qweight, dest.scales, dest.zeros, nullptr, order};
 }
 
 inline double value_of(DType d, const std::vector<unsigned char>& bytes, std::size_t i) {
@@ -123,8 +151,19 @@ inline double value_of(DType d, const std::vector<unsigned char>& bytes, std::si
 
 }  // namespace fused_detail
 
-// Runs the case; returns the relative Frobenius error (checked against 1e-2 here).
-inline double run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const FusedCase& c, std::uint32_t seed) {
+struct FusedResult {
+  // Relative Frobenius error against fp64 from the same inputs; for W4A8 the reference takes the
+  // quantized activations (as the recipe gives them), so this is the kernels' own error.
+  double error = 0;
+  // W4A8: against fp64 from the unquantized bf16/f16 hidden states and gate/up output, i.e. what
+  // FP8 activations cost end to end.
+  double end_to_end_error = 0;
+  std::vector<unsigned char> output;
+};
+
+// Runs the case; checks the error against 1e-2.
+inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const FusedCase& c,
+                                  std::uint32_t seed) {
   using namespace fused_detail;
   CAPTURE(describe(c));
   CAPTURE(seed);
@@ -154,24 +193,42 @@ inline double run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const
       weights[t * c.topk + k] = wd(rng);
     }
   }
+  const bool fp8 = c.act_scale != ActScale::none, block = c.act_scale == ActScale::block128;
+  const DType source = c.act == DType::f16 ? DType::f16 : DType::bf16;  // e4m3 hidden: from bf16 values
   std::vector<u16> hidden(static_cast<std::size_t>(c.tokens) * H);
-  std::vector<double> x(hidden.size());
+  std::vector<float> x_source(hidden.size());
   std::normal_distribution<float> xd(0.0f, 1.0f);
   for (std::size_t i = 0; i < hidden.size(); ++i) {
-    hidden[i] = c.act == DType::bf16 ? prim::twin::f32_to_bf16(xd(rng)) : prim::twin::f32_to_f16(xd(rng));
-    x[i] = c.act == DType::bf16 ? prim::twin::bf16_to_f32(hidden[i]) : prim::twin::f16_to_f32(hidden[i]);
+    hidden[i] = source == DType::bf16 ? prim::twin::f32_to_bf16(xd(rng)) : prim::twin::f32_to_f16(xd(rng));
+    x_source[i] = source == DType::bf16 ? prim::twin::bf16_to_f32(hidden[i]) : prim::twin::f16_to_f32(hidden[i]);
+  }
+  // What the GEMM multiplies: the hidden states, or for W4A8 their quantized values.
+  std::vector<double> x(x_source.begin(), x_source.end());
+  fp8::Quantized hidden_q;
+  if (fp8) {
+    hidden_q = fp8::quantize(x_source, static_cast<std::size_t>(c.tokens), H, block);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = hidden_q.value(i / H, static_cast<std::uint32_t>(i % H), H);
   }
 
   dispatch::FusedMoeRequest r;
-  r.w13 = pack(launcher, memory, w13, quant::RowOrder::concatenated);
-  r.w2 = pack(launcher, memory, w2, quant::RowOrder::plain);
+  const PackedOrder packed_for = fp8 ? PackedOrder::a8 : PackedOrder::a16;
+  r.w13 = pack(launcher, memory, w13, quant::RowOrder::concatenated, packed_for);
+  r.w2 = pack(launcher, memory, w2, quant::RowOrder::plain, packed_for);
   r.act = c.act;
+  r.act_scale = c.act_scale;
   r.out = c.out;
   r.activation = c.activation;
   r.tokens = c.tokens;
   r.topk = c.topk;
   r.global_experts = global;
-  r.hidden = upload(launcher, memory, hidden.data(), hidden.size() * 2);
+  if (c.act == DType::e4m3) {
+    r.hidden = upload(launcher, memory, hidden_q.codes.data(), hidden_q.codes.size());
+    r.hidden_scales = static_cast<const float*>(
+        upload(launcher, memory, hidden_q.scales.data(), hidden_q.scales.size() * sizeof(float)));
+    r.hidden_scale_ld = block ? H / 128 : 0;
+  } else {
+    r.hidden = upload(launcher, memory, hidden.data(), hidden.size() * 2);
+  }
   r.topk_ids = static_cast<const i32*>(upload(launcher, memory, ids.data(), ids.size() * 4));
   r.topk_weights = static_cast<const float*>(upload(launcher, memory, weights.data(), weights.size() * 4));
   if (global > c.experts) r.expert_map = static_cast<const i32*>(upload(launcher, memory, map.data(), map.size() * 4));
@@ -184,9 +241,16 @@ inline double run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const
   r.workspace = memory.allocate(*workspace);
   REQUIRE(launcher.synchronize(nullptr).ok());
 
+  // The workspace holds garbage (any contents are allowed).
+  std::vector<unsigned char> garbage(*workspace);
+  for (auto& b : garbage) b = static_cast<unsigned char>(rng());
+  REQUIRE(launcher.copy_to_backend(r.workspace, garbage.data(), garbage.size(), nullptr).ok());
+
   const Status ran = dispatch::run_fused_moe(ops, r, nullptr);
   REQUIRE_MESSAGE(ran.ok(), ran.message());
-  std::vector<unsigned char> out(out_bytes);
+  FusedResult result;
+  std::vector<unsigned char>& out = result.output;
+  out.resize(out_bytes);
   REQUIRE(launcher.copy_from_backend(out.data(), r.output, out_bytes, nullptr).ok());
   REQUIRE(launcher.synchronize(nullptr).ok());
 
@@ -200,32 +264,51 @@ inline double run_fused_case(dispatch::OpContext& ops, TestMemory& memory, const
     }
     return cache.data();
   };
-  std::vector<double> want(static_cast<std::size_t>(c.tokens) * H, 0.0), got(want.size());
-  for (std::int32_t t = 0; t < c.tokens; ++t)
-    for (std::uint32_t k = 0; k < c.topk; ++k) {
-      const i32 e = map[ids[t * c.topk + k]];
-      if (e < 0) continue;  // another rank's expert: contributes nothing here
-      const double* g13 = dequantized(w13, d13[e], e);
-      const double* g2 = dequantized(w2, d2[e], e);
-      std::vector<double> act(I);
-      for (std::uint32_t i = 0; i < I; ++i) {
-        double gate = 0, up = 0;
-        for (std::uint32_t h = 0; h < H; ++h) {
-          gate += x[t * H + h] * g13[static_cast<std::size_t>(i) * H + h];
-          up += x[t * H + h] * g13[static_cast<std::size_t>(I + i) * H + h];
+  // The layer in fp64 from hidden states `in`; with `quantize_intermediate` the gate/up output
+  // goes through what the kernels do to it (bf16, then the recipe) before the down projection.
+  auto reference = [&](const std::vector<double>& in, bool quantize_intermediate) {
+    std::vector<double> want(static_cast<std::size_t>(c.tokens) * H, 0.0);
+    for (std::int32_t t = 0; t < c.tokens; ++t)
+      for (std::uint32_t k = 0; k < c.topk; ++k) {
+        const i32 e = map[ids[t * c.topk + k]];
+        if (e < 0) continue;  // another rank's expert: contributes nothing here
+        const double* g13 = dequantized(w13, d13[e], e);
+        const double* g2 = dequantized(w2, d2[e], e);
+        std::vector<double> act(I);
+        for (std::uint32_t i = 0; i < I; ++i) {
+          double gate = 0, up = 0;
+          for (std::uint32_t h = 0; h < H; ++h) {
+            gate += in[t * H + h] * g13[static_cast<std::size_t>(i) * H + h];
+            up += in[t * H + h] * g13[static_cast<std::size_t>(I + i) * H + h];
+          }
+          act[i] = c.activation == Epilogue::silu_and_mul ? quant::silu_and_mul(gate, up) : quant::swiglu_oai(gate, up);
         }
-        act[i] = c.activation == Epilogue::silu_and_mul ? quant::silu_and_mul(gate, up) : quant::swiglu_oai(gate, up);
+        if (quantize_intermediate) {
+          std::vector<float> row(I);
+          for (std::uint32_t i = 0; i < I; ++i)
+            row[i] = prim::twin::bf16_to_f32(prim::twin::f32_to_bf16(static_cast<float>(act[i])));
+          const fp8::Quantized q = fp8::quantize(row, 1, I, block);
+          for (std::uint32_t i = 0; i < I; ++i) act[i] = q.value(0, i, I);
+        }
+        for (std::uint32_t h = 0; h < H; ++h) {
+          double s = 0;
+          for (std::uint32_t i = 0; i < I; ++i) s += act[i] * g2[static_cast<std::size_t>(h) * I + i];
+          want[t * H + h] += weights[t * c.topk + k] * s;
+        }
       }
-      for (std::uint32_t h = 0; h < H; ++h) {
-        double s = 0;
-        for (std::uint32_t i = 0; i < I; ++i) s += act[i] * g2[static_cast<std::size_t>(h) * I + i];
-        want[t * H + h] += weights[t * c.topk + k] * s;
-      }
-    }
+    return want;
+  };
+  std::vector<double> got(static_cast<std::size_t>(c.tokens) * H);
   for (std::size_t i = 0; i < got.size(); ++i) got[i] = value_of(c.out, out, i);
-  const double err = quant::relative_frobenius_error(got, want);
-  CHECK(err < 1e-2);
-  return err;
+  result.error = quant::relative_frobenius_error(got, reference(x, fp8));
+  CHECK(result.error < 1e-2);
+  if (fp8) {
+    result.end_to_end_error =
+        quant::relative_frobenius_error(got, reference(std::vector<double>(x_source.begin(), x_source.end()), false));
+    MESSAGE(describe(c) << ": W4A8 error " << result.error << " against fp64 of the quantized activations, "
+                        << result.end_to_end_error << " end to end (against the unquantized layer)");
+  }
+  return result;
 }
 
 }  // namespace moejit::test

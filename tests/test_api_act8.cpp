@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <random>
 
 #include "common/numeric.cuh"
@@ -15,6 +16,7 @@
 #include "reference/compare.hpp"
 #include "reference/reference.hpp"
 #include "c_api_helpers.hpp"
+#include "fp8_reference.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;
@@ -54,6 +56,40 @@ Act8 quantize_rows(std::mt19937& rng, std::int64_t rows, std::uint32_t k, std::u
   return a;
 }
 
+// Arguments of a contiguous-layout grouped GEMM of `m` rows with an f32 output.
+moejit_grouped_gemm_args_t contiguous_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k, void* c,
+                                           std::uint32_t n, const std::vector<i32>& offsets) {
+  moejit_grouped_gemm_args_t g;
+  moejit_grouped_gemm_args_init(&g);
+  g.weights = &p.w;
+  g.act_dtype = act;
+  g.out_dtype = MOEJIT_DTYPE_F32;
+  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+  g.m = offsets.back();
+  g.a = a;
+  g.lda = k;
+  g.c = c;
+  g.ldc = n;
+  g.expert_offsets = offsets.data();
+  return g;
+}
+
+// The relative error of that f32 output against the fp64 reference of `weights` and `a`.
+double contiguous_error(const quant::QuantizedWeights& weights, const std::vector<double>& a,
+                        const std::vector<i32>& offsets, const Buffer& out) {
+  quant::ReferenceProblem ref;
+  ref.layout = Layout::contiguous;
+  ref.weights = &weights;
+  ref.a = a;
+  ref.m = offsets.back();
+  ref.expert_offsets = offsets;
+  auto want = quant::reference_grouped_gemm(ref);
+  REQUIRE(want.ok());
+  std::vector<double> got(static_cast<std::size_t>(offsets.back()) * weights.n);
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<const float*>(out.data)[i];
+  return quant::relative_frobenius_error(got, want->c, weights.n, want->written);
+}
+
 }  // namespace
 
 TEST_CASE("C ABI: grouped GEMM with E4M3 activations (per token and per 128 k) and MXFP4 weights packed for them") {
@@ -76,34 +112,12 @@ TEST_CASE("C ABI: grouped GEMM with E4M3 activations (per token and per 128 k) a
     std::memcpy(a.data, x.codes.data(), x.codes.size());
     std::memcpy(scales.data, x.scales.data(), x.scales.size() * 4);
     std::memset(out.data, 0xff, static_cast<std::size_t>(M) * N * 4);
-    moejit_grouped_gemm_args_t g;
-    moejit_grouped_gemm_args_init(&g);
-    g.weights = &p->w;
-    g.act_dtype = MOEJIT_DTYPE_E4M3;
+    moejit_grouped_gemm_args_t g = contiguous_args(*p, MOEJIT_DTYPE_E4M3, a.data, K, out.data, N, offsets);
     g.act_scale = granularity;
     g.a_scales = static_cast<const float*>(scales.data);
     g.a_scale_ld = x.scale_ld;
-    g.out_dtype = MOEJIT_DTYPE_F32;
-    g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
-    g.m = M;
-    g.a = a.data;
-    g.lda = K;
-    g.c = out.data;
-    g.ldc = N;
-    g.expert_offsets = offsets.data();
     REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
-
-    quant::ReferenceProblem ref;
-    ref.layout = Layout::contiguous;
-    ref.weights = &w.logical;
-    ref.a = x.values;
-    ref.m = M;
-    ref.expert_offsets = offsets;
-    auto want = quant::reference_grouped_gemm(ref);
-    REQUIRE(want.ok());
-    std::vector<double> got(static_cast<std::size_t>(M) * N);
-    for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<float*>(out.data)[i];
-    const double err = quant::relative_frobenius_error(got, want->c, N, want->written);
+    const double err = contiguous_error(w.logical, x.values, offsets, out);
     CAPTURE(err);
     CHECK(err < 1e-5);  // f32 sums of exact products: the kernel adds no error of its own
   }
@@ -192,32 +206,138 @@ TEST_CASE("C ABI: callers built before the E4M3 fields keep working with 16-bit 
   const std::int32_t M = offsets.back();
   Buffer a(M * K * 2), out(M * N * 4);
   const std::vector<double> x = random_activations(a.data, M * K, DType::bf16, rng);
-  moejit_grouped_gemm_args_t g;
-  moejit_grouped_gemm_args_init(&g);
+  moejit_grouped_gemm_args_t g = contiguous_args(*p, MOEJIT_DTYPE_BF16, a.data, K, out.data, N, offsets);
   g.struct_size = offsetof(moejit_grouped_gemm_args_t, act_scale);
   g.act_scale = MOEJIT_ACT_SCALE_BLOCK128;  // past its end: never read
-  g.weights = &p->w;
-  g.out_dtype = MOEJIT_DTYPE_F32;
-  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
-  g.m = M;
-  g.a = a.data;
-  g.lda = K;
-  g.c = out.data;
-  g.ldc = N;
-  g.expert_offsets = offsets.data();
   REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
-  quant::ReferenceProblem ref;
-  ref.layout = Layout::contiguous;
-  ref.weights = &w.logical;
-  ref.a = x;
-  ref.m = M;
-  ref.expert_offsets = offsets;
-  auto want = quant::reference_grouped_gemm(ref);
-  REQUIRE(want.ok());
-  std::vector<double> got(static_cast<std::size_t>(M) * N);
-  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<float*>(out.data)[i];
-  CHECK(quant::relative_frobenius_error(got, want->c, N, want->written) < 5e-3);
+  CHECK(contiguous_error(w.logical, x, offsets, out) < 5e-3);
   // One byte short of the 0.1 struct is still refused.
   g.struct_size = offsetof(moejit_grouped_gemm_args_t, act_scale) - 1;
   CHECK(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, or on the caller's e4m3 ones") {
+  TempDir dir;
+  Context c(dir);
+  const unsigned seed = std::random_device{}();
+  INFO("seed: " << seed);
+  std::mt19937 rng(seed);
+  constexpr std::uint32_t E = 4, H = 256, I = 128, topk = 2;
+  constexpr std::int32_t T = 5;
+  const VllmWeights w13 = vllm_weights(rng, E, 2 * I, H), w2 = vllm_weights(rng, E, H, I);
+  auto packed_for_e4m3 = [&](const VllmWeights& w, moejit_row_order_t rows) {
+    moejit_weights_desc_t d = vllm_desc(w, rows, nullptr);
+    d.act_dtype = MOEJIT_DTYPE_E4M3;
+    return pack(c.ctx, d);
+  };
+  auto p13 = packed_for_e4m3(w13, MOEJIT_ROWS_CONCATENATED), p2 = packed_for_e4m3(w2, MOEJIT_ROWS_PLAIN);
+  CHECK(p13->w.act_dtype == MOEJIT_DTYPE_E4M3);
+
+  // bf16 hidden states, and the same values quantized per 128 columns with the documented recipe.
+  std::vector<float> x(T * H);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Buffer hidden(T * H * 2);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const u16 b = prim::twin::f32_to_bf16(dist(rng) * (1 + static_cast<float>(i / H)));
+    std::memcpy(static_cast<char*>(hidden.data) + 2 * i, &b, 2);
+    x[i] = prim::twin::bf16_to_f32(b);
+  }
+  const fp8::Quantized q = fp8::quantize(x, T, H, true);
+  Buffer hidden8(T * H);
+  std::memcpy(hidden8.data, q.codes.data(), q.codes.size());
+  std::vector<i32> ids(T * topk);
+  std::vector<float> tw(ids.size());
+  for (std::int32_t t = 0; t < T; ++t) {
+    ids[t * topk] = static_cast<i32>(rng() % E);
+    ids[t * topk + 1] = static_cast<i32>((ids[t * topk] + 1 + rng() % (E - 1)) % E);
+    tw[t * topk] = 0.7f;
+    tw[t * topk + 1] = 0.3f;
+  }
+  Buffer out16(T * H * 2), out8(T * H * 2);
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = &p13->w;
+  a.w2 = &p2->w;
+  a.tokens = T;
+  a.topk = topk;
+  a.hidden = hidden.data;
+  a.topk_ids = ids.data();
+  a.topk_weights = tw.data();
+  a.output = out16.data;
+  a.act_scale = MOEJIT_ACT_SCALE_BLOCK128;
+  std::uint64_t bytes = 0;
+  REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, std::string(moejit_last_error()));
+  Buffer workspace(bytes);
+  a.workspace = workspace.data;
+  a.workspace_bytes = bytes;
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+
+  moejit_fused_moe_args_t b = a;  // the caller's e4m3 hidden states and scales
+  b.act_dtype = MOEJIT_DTYPE_E4M3;
+  b.hidden = hidden8.data;
+  b.hidden_scales = q.scales.data();
+  b.hidden_scale_ld = H / 128;
+  b.output = out8.data;
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &b, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  CHECK(std::memcmp(out16.data, out8.data, out16.size) == 0);
+
+  // The output is the layer: against fp64 of the unquantized inputs, FP8's few percent.
+  std::vector<double> want(T * H, 0.0), got(T * H);
+  for (std::int32_t t = 0; t < T; ++t)
+    for (std::uint32_t k = 0; k < topk; ++k) {
+      const i32 e = ids[t * topk + k];
+      std::vector<double> act(I);
+      for (std::uint32_t i = 0; i < I; ++i) {
+        double gate = 0, up = 0;
+        for (std::uint32_t h = 0; h < H; ++h) {
+          gate += x[t * H + h] * w13.logical.dequantized(e, i, h);
+          up += x[t * H + h] * w13.logical.dequantized(e, I + i, h);
+        }
+        act[i] = quant::silu_and_mul(gate, up);
+      }
+      for (std::uint32_t h = 0; h < H; ++h) {
+        double s = 0;
+        for (std::uint32_t i = 0; i < I; ++i) s += act[i] * w2.logical.dequantized(e, h, i);
+        want[t * H + h] += tw[t * topk + k] * s;
+      }
+    }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    u16 v;
+    std::memcpy(&v, static_cast<char*>(out16.data) + 2 * i, 2);
+    got[i] = prim::twin::bf16_to_f32(v);
+  }
+  const double err = quant::relative_frobenius_error(got, want);
+  MESSAGE("W4A8 fused layer through the C ABI, block128 scales: relative error " << err << " end to end");
+  CHECK(err < 0.1);
+
+  // Mix-ups name the argument.
+  auto fails = [&](const moejit_fused_moe_args_t& f, std::initializer_list<const char*> words) {
+    CHECK(moejit_fused_moe(c.ctx, &f, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+    const std::string message = moejit_last_error();
+    CAPTURE(message);
+    for (const char* word : words) CHECK(message.find(word) != std::string::npos);
+  };
+  moejit_fused_moe_args_t f = a;
+  f.act_scale = MOEJIT_ACT_SCALE_NONE;
+  fails(f, {"'act_scale' = none", "packed for e4m3", "token or block128"});
+  f = a;
+  f.struct_size = offsetof(moejit_fused_moe_args_t, act_scale);  // a 0.1 caller cannot run W4A8 weights
+  fails(f, {"'act_scale' = none"});
+  f = b;
+  f.hidden_scales = nullptr;
+  fails(f, {"'hidden_scales'", "f32 scales of the e4m3 hidden states"});
+  f = b;
+  f.act_scale = static_cast<moejit_act_scale_t>(7);
+  fails(f, {"'args->act_scale' = 7", "moejit_act_scale_t"});
+
+  // Warm-up's model description: E4M3 needs a scale granularity.
+  moejit_model_desc_t m = mxfp4_model(H, I, E, topk, 4);
+  m.act_dtype = MOEJIT_DTYPE_E4M3;
+  const char* arch = "sm_90a";
+  CHECK(moejit_warmup(c.ctx, &m, &arch, 1, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(moejit_last_error()).find("'model->act_scale' = NONE with act_dtype E4M3") != std::string::npos);
+  m.act_dtype = MOEJIT_DTYPE_BF16;
+  m.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+  CHECK(moejit_warmup(c.ctx, &m, &arch, 1, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(moejit_last_error()).find("'model->act_scale' = token: expected NONE") != std::string::npos);
 }

@@ -57,6 +57,31 @@ TEST_CASE("moejit warmup compiles a model's kernels once, then finds them on dis
   CHECK(small["kernels"] == 4);  // one tile: align, gate/up, down, reduce
 }
 
+TEST_CASE("moejit warmup --act e4m3 warms the W4A8 layer: its GEMMs and both quantizations") {
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  for (const char* scale : {"token", "block128"}) {
+    CAPTURE(scale);
+    Json doc = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_120a", "--weights", "mxfp4",
+                              "--act", "e4m3", "--act-scale", scale, "--max-tokens", "4"});
+    // One tile: align, gate/up, down, reduce, and the quantizations of bf16 hidden states, of f16
+    // ones and of the gate/up output.
+    CHECK(doc["kernels"] == 7);
+    // block128 finds the align and the reduction token's run compiled: they do not depend on it.
+    CHECK(doc["compiled"] == (std::string(scale) == "token" ? 7 : 5));
+    CHECK(doc["errors"].empty());
+  }
+  Json bad = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a", "--act-scale", "token"}, 1);
+  CHECK(bad["error"]["message"].get<std::string>().find("--act-scale token: applies to --act e4m3 only") !=
+        std::string::npos);
+  Json old = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_80", "--act", "e4m3",
+                            "--max-tokens", "1"},
+                      1);
+  REQUIRE(old["errors"].size() == 2);  // no e4m3 mma before sm_89: each GEMM says so
+  CHECK(old["errors"][0].get<std::string>().find("e4m3 needs sm_89 or newer, not sm_80") != std::string::npos);
+}
+
 TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {
   if (!nvrtc_or_skip()) return;
   TempDir dir;
@@ -98,6 +123,15 @@ TEST_CASE("moejit demo runs a fused MoE layer on the host backend and checks it"
     CHECK(doc["relative_error"].get<double>() < 1e-2);
     CHECK(doc["experts_run"] == 16);
   }
+  // W4A8: the same layer with FP8 activations, beside W4A16 on the same data.
+  Json fp8 = run_json(dir, {"demo", "--model", dir / "config.json", "--backend", "host", "--tokens", "3", "--act",
+                            "e4m3", "--act-scale", "block128"});
+  CHECK(fp8["ok"] == true);
+  CHECK(fp8["act"] == "e4m3");
+  CHECK(fp8["act_scale"] == "block128");
+  CHECK(fp8["relative_error"].get<double>() < 0.1);
+  CHECK(fp8["w4a16"]["relative_error"].get<double>() < 1e-2);
+  CHECK(fp8["relative_error"].get<double>() > fp8["w4a16"]["relative_error"].get<double>());
 }
 
 TEST_CASE("a store warmed for a plain architecture name serves a frozen run on a GPU of that family") {

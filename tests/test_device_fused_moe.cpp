@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "dispatch/spec_observer.hpp"
+#include "spec/arch.hpp"
 #include "fused_case.hpp"
 #include "test_device_support.hpp"
 
@@ -34,12 +35,8 @@ TEST_CASE("GPU fused MoE: formats, activations, expert parallelism and real mode
   DeviceLauncher* launcher = device_launcher_or_skip();
   if (launcher == nullptr) return;
   MESSAGE("on " << describe_device(*launcher));
-  TempDir dir;
-  auto resolver = KernelResolver::create(resolver_options_in(dir));
-  REQUIRE(resolver.ok());
-  dispatch::SpecObserver observer("", false);
-  std::atomic<std::uint64_t> launches{0};
-  dispatch::OpContext ops{**resolver, *launcher, observer, launches};
+  FusedOps f(*launcher);
+  dispatch::OpContext& ops = f.ops;
   DeviceTestMemory memory(*launcher);
 
   FusedCase small;
@@ -60,5 +57,32 @@ TEST_CASE("GPU fused MoE: formats, activations, expert parallelism and real mode
   FusedCase qwen{2048, 768, 16, 0, 8, 48, WeightFormat::int4_sym, 128, DType::bf16, DType::bf16, DType::bf16,
                  Epilogue::silu_and_mul};
   for (const FusedCase& c : {small, oss, int4, deepseek, qwen}) run_fused_case(ops, memory, c, std::random_device{}());
+}
+
+TEST_CASE("GPU fused MoE W4A8: the layer's own quantization, the caller's e4m3, real shapes") {
+  DeviceLauncher* launcher = device_launcher_or_skip();
+  if (launcher == nullptr) return;
+  if (arch_info(launcher->arch()).sm < 89) {
+    MESSAGE("skipped: " << describe_device(*launcher) << " has no e4m3 mma (sm_89 and newer)");
+    return;
+  }
+  FusedOps f(*launcher);
+  dispatch::OpContext& ops = f.ops;
+  DeviceTestMemory memory(*launcher);
+
+  FusedCase deepseek{7168, 2048, 2, 0, 2, 1, WeightFormat::mxfp4, 32, DType::e8m0, DType::bf16, DType::bf16,
+                     Epilogue::silu_and_mul};
+  deepseek.act_scale = ActScale::block128;
+  FusedCase qwen{2048, 768, 16, 0, 8, 48, WeightFormat::int4_asym, 128, DType::bf16, DType::f16, DType::f32,
+                 Epilogue::silu_and_mul};
+  qwen.act_scale = ActScale::token;
+  // e4m3 hidden states the test quantizes with the documented recipe give the layer's bytes.
+  FusedCase prequantized = deepseek;
+  prequantized.act = DType::e4m3;
+  const std::uint32_t seed = std::random_device{}();
+  const FusedResult own = run_fused_case(ops, memory, deepseek, seed);
+  const FusedResult given = run_fused_case(ops, memory, prequantized, seed);
+  CHECK(own.output == given.output);
+  run_fused_case(ops, memory, qwen, std::random_device{}());
 }
 }  // TEST_SUITE

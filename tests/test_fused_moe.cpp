@@ -5,19 +5,15 @@
 
 #include "dispatch/spec_observer.hpp"
 #include "fused_case.hpp"
+#include "host_test_support.hpp"
 #include "host/host_launcher.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
 
 TEST_CASE("fused MoE on the host backend: formats, dtypes, activations, expert parallelism, batch sizes") {
-  TempDir dir;
-  auto resolver = KernelResolver::create(resolver_options_in(dir));
-  REQUIRE(resolver.ok());
   HostLauncher launcher;
-  dispatch::SpecObserver observer("", false);
-  std::atomic<std::uint64_t> launches{0};
-  dispatch::OpContext ops{**resolver, launcher, observer, launches};
+  FusedOps f(launcher);
   HostTestMemory memory;
 
   FusedCase mxfp4;  // defaults: MXFP4, bf16, SiLU
@@ -40,8 +36,129 @@ TEST_CASE("fused MoE on the host backend: formats, dtypes, activations, expert p
   channel.act = DType::bf16;
   FusedCase big = mxfp4;  // 64 pairs over 8 experts: 8 rows per expert, then 40 x 2 / 8 = 10 -> 16-row tile
   big.tokens = 40;
-  for (const FusedCase& c : {mxfp4, oss, int4, channel, big}) run_fused_case(ops, memory, c, std::random_device{}());
-  CHECK(launches.load() == 5 * 4);
+  for (const FusedCase& c : {mxfp4, oss, int4, channel, big}) run_fused_case(f.ops, memory, c, std::random_device{}());
+  CHECK(f.launches.load() == 5 * 4);
+}
+
+TEST_CASE("W4A8 fused MoE on the host backend: formats, scale granularities, hidden dtypes, mma paths") {
+  // sm_90a converts e4m3 to f16 and chains f16 mma's; sm_120a uses the e4m3 mma.
+  for (const Arch arch : {Arch::sm_90a, Arch::sm_120a}) {
+    CAPTURE(to_string(arch));
+    HostLauncher launcher(arch);
+    FusedOps f(launcher);
+    dispatch::OpContext& ops = f.ops;
+    HostTestMemory memory;
+
+    FusedCase token;  // MXFP4, bf16 hidden states quantized by the layer, per-token scales
+    token.act_scale = ActScale::token;
+    FusedCase block = token;  // INT4 with zero points, f16 hidden, per-128 scales, EP, gpt-oss
+    block.weight = WeightFormat::int4_asym;
+    block.group = 64;
+    block.scale = DType::f16;
+    block.act = DType::f16;
+    block.intermediate = 128;
+    block.act_scale = ActScale::block128;
+    block.activation = Epilogue::swiglu_oai;
+    block.out = DType::f32;
+    block.experts = 6;
+    block.global_experts = 9;
+    block.topk = 4;
+    FusedCase odd = token;  // T = 1 and an odd T across tile rows, symmetric INT4 per channel
+    odd.weight = WeightFormat::int4_sym;
+    odd.group = 0;
+    odd.scale = DType::bf16;
+    odd.tokens = 1;
+    FusedCase big = token;
+    big.tokens = 41;
+    big.act_scale = ActScale::block128;
+    big.hidden = 256;
+    big.intermediate = 128;
+    const std::uint32_t seed = std::random_device{}();
+    for (const FusedCase& c : {token, block, odd, big}) {
+      const FusedResult r = run_fused_case(ops, memory, c, seed);
+      CHECK(r.end_to_end_error < 0.1);  // FP8's cost: a few percent, never the kernels' own error
+    }
+    CHECK(f.launches.load() == 4 * 6);  // align, quantize hidden, gate/up, quantize, down, reduce
+
+    // Hidden states quantized by the caller with the documented recipe give the layer's bytes.
+    for (const ActScale scale : {ActScale::token, ActScale::block128}) {
+      FusedCase moejit_quantized = big;
+      moejit_quantized.act_scale = scale;
+      FusedCase caller_quantized = moejit_quantized;
+      caller_quantized.act = DType::e4m3;
+      const std::uint32_t same = std::random_device{}();
+      const FusedResult a = run_fused_case(ops, memory, moejit_quantized, same);
+      const FusedResult b = run_fused_case(ops, memory, caller_quantized, same);
+      CHECK(a.output == b.output);
+    }
+  }
+}
+
+TEST_CASE("W4A8 fused MoE requests are checked: weights' packing, scale granularity, hidden scales") {
+  static const unsigned char dummy[256] = {};
+  auto request = [&](PackedOrder order) {
+    dispatch::FusedMoeRequest r;
+    r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, 8, 2 * 192, 256, true, dummy, dummy, nullptr, nullptr, order};
+    r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, 8, 256, 192, false, dummy, dummy, nullptr, nullptr, order};
+    r.tokens = 3;
+    r.topk = 2;
+    r.act_scale = order == PackedOrder::a8 ? ActScale::token : ActScale::none;
+    return r;
+  };
+  auto shape_error = [](const dispatch::FusedMoeRequest& r) {
+    auto w = dispatch::fused_moe_workspace(r, Arch::sm_90a, 132);
+    return w.ok() ? std::string() : w.status().message();
+  };
+  CHECK(shape_error(request(PackedOrder::a8)).empty());
+  CHECK(shape_error(request(PackedOrder::a16)).empty());
+  auto r = request(PackedOrder::a16);
+  r.act = DType::e4m3;
+  CHECK(contains(shape_error(r), "argument 'act_dtype' = e4m3: the weights were packed for 16-bit activations"));
+  r = request(PackedOrder::a8);
+  r.act_scale = ActScale::none;
+  CHECK(contains(shape_error(r), "argument 'act_scale' = none: the weights were packed for e4m3 activations; "
+                                 "expected token or block128"));
+  r = request(PackedOrder::a8);
+  r.act_scale = ActScale::block128;  // I = 192 is not a multiple of 128
+  CHECK(contains(shape_error(r), "hidden = 256 and intermediate = 192; expected both multiples of 128"));
+  r = request(PackedOrder::a16);
+  r.act_scale = ActScale::token;
+  CHECK(contains(shape_error(r), "argument 'act_scale' = token: the weights were packed for 16-bit activations"));
+  r = request(PackedOrder::a8);
+  r.w2.order = PackedOrder::a16;
+  CHECK(contains(shape_error(r), "argument 'w2': packed for 16-bit activations, but w13 for e4m3"));
+  // The workspace grows by the quantized rows and their scales, more when the layer quantizes
+  // the hidden states itself.
+  auto a8 = request(PackedOrder::a8), a16 = request(PackedOrder::a16), prequantized = request(PackedOrder::a8);
+  prequantized.act = DType::e4m3;
+  const auto w8 = dispatch::fused_moe_workspace(a8, Arch::sm_90a, 132),
+             w16 = dispatch::fused_moe_workspace(a16, Arch::sm_90a, 132),
+             wq = dispatch::fused_moe_workspace(prequantized, Arch::sm_90a, 132);
+  REQUIRE((w8.ok() && w16.ok() && wq.ok()));
+  CHECK(*w8 > *wq);
+  CHECK(*wq > *w16 - 4096);  // split-K regions differ with the tiles; the FP8 rows come on top
+
+  // Data: e4m3 hidden states need their scales.
+  HostLauncher launcher;
+  FusedOps f(launcher);
+  dispatch::OpContext& ops = f.ops;
+  alignas(256) static float buffer[4096];
+  static const i32 ids[6] = {0, 1, 2, 3, 4, 5};
+  dispatch::FusedMoeRequest d = prequantized;
+  d.hidden = d.output = d.workspace = buffer;
+  d.workspace_bytes = sizeof buffer;
+  d.topk_ids = ids;
+  d.topk_weights = buffer;
+  const Status no_scales = dispatch::run_fused_moe(ops, d, nullptr);
+  CHECK(contains(no_scales.message(), "argument 'hidden_scales' = 0x0: expected the f32 scales of the e4m3 hidden states"));
+  d.act_scale = ActScale::block128;
+  d.w13.n = 2 * 128;  // I = 128: block128 shapes
+  d.w2.k = 128;
+  d.hidden_scales = buffer;
+  d.hidden_scale_ld = 1;
+  const Status short_ld = dispatch::run_fused_moe(ops, d, nullptr);
+  CHECK(contains(short_ld.message(), "argument 'hidden_scale_ld' = 1: expected at least hidden / 128 = 2"));
+  CHECK(f.launches.load() == 0);
 }
 
 TEST_CASE("MOEJIT_PRINT_CONFIGS shows each decision once, with the problem it was made for") {

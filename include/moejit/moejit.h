@@ -302,7 +302,7 @@ typedef struct moejit_fused_moe_args {
   uint32_t struct_size;
   const moejit_packed_weights_t* w13; /* N = 2I, K = H, act_and_mul */
   const moejit_packed_weights_t* w2;  /* N = H, K = I; same experts as w13 */
-  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16 */
+  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16; E4M3 for W4A8 (below) */
   moejit_dtype_t out_dtype;           /* BF16, F16 or F32 */
   moejit_epilogue_t activation;       /* SILU_AND_MUL or SWIGLU_OAI */
   int32_t tokens;                     /* T > 0 */
@@ -325,6 +325,18 @@ typedef struct moejit_fused_moe_args {
   uint64_t workspace_bytes;
   int32_t max_tokens;                 /* workspace sized for up to this many tokens (graph
                                          capture at several T); 0: tokens */
+  /* Added in 0.2 (read only when struct_size covers them): W4A8. When w13 and w2 were packed
+     with act_dtype E4M3, both GEMMs run on e4m3 activations with f32 scales of granularity
+     act_scale (TOKEN or BLOCK128; BLOCK128 needs H and I multiples of 128). The hidden states
+     are then either E4M3 (act_dtype E4M3, with hidden_scales) or BF16/F16, which the layer
+     quantizes itself; it quantizes the gate/up output the same way for the down projection.
+     Its recipe, per row or per 128 columns: amax = max |x| (NaN ignored), scale = amax / 448
+     (1 when amax is 0), q = e4m3(x / scale) rounded to nearest even and saturated to +-448;
+     hidden states quantized so by the caller give the same output bit for bit. */
+  moejit_act_scale_t act_scale;       /* NONE for weights packed for 16-bit activations */
+  const float* hidden_scales;         /* act_dtype E4M3: [T] (TOKEN) or [T, hidden_scale_ld]
+                                         (BLOCK128), in the memory of hidden */
+  int64_t hidden_scale_ld;            /* BLOCK128: floats between rows, at least H / 128 */
 } moejit_fused_moe_args_t;
 
 void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
@@ -344,12 +356,16 @@ typedef struct moejit_model_desc {
   uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 for INT4; per-channel INT4: 0
                                    (also (uint32_t)-1 as GPTQ configs write it) */
   moejit_dtype_t scale_dtype;
-  moejit_dtype_t act_dtype;     /* default BF16 */
+  moejit_dtype_t act_dtype;     /* default BF16; E4M3: W4A8 (act_scale below) */
   moejit_dtype_t out_dtype;     /* default BF16 */
   moejit_epilogue_t activation; /* default SILU_AND_MUL */
   uint32_t tensor_parallel;     /* intermediate is split this many ways (default 1) */
   uint32_t expert_parallel;     /* experts are split this many ways (default 1) */
   uint32_t max_tokens;          /* largest T the engine runs (default 8192) */
+  /* Added in 0.2 (read only when struct_size covers it): with act_dtype E4M3 the layer is W4A8
+     (weights packed for E4M3, hidden states in BF16, F16 or E4M3; see moejit_fused_moe_args_t)
+     and this is its scales' granularity, TOKEN or BLOCK128; NONE otherwise. */
+  moejit_act_scale_t act_scale;
 } moejit_model_desc_t;
 
 void moejit_model_desc_init(moejit_model_desc_t* model);

@@ -41,6 +41,12 @@ Result<Epilogue> epilogue_of(int value, const char* argument) {
   return static_cast<Epilogue>(value);
 }
 
+Result<ActScale> act_scale_of(int value, const char* argument) {
+  if (value < MOEJIT_ACT_SCALE_NONE || value > MOEJIT_ACT_SCALE_BLOCK128)
+    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_act_scale_t (0..2)", argument, value);
+  return static_cast<ActScale>(value);
+}
+
 Result<Layout> layout_of(int value, const char* argument) {
   if (value < static_cast<int>(Layout::indexed) || value > static_cast<int>(Layout::masked))
     return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_layout_t (1..3)", argument, value);

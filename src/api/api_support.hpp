@@ -59,6 +59,7 @@ Status check_context(moejit_context_t context);
 Result<DType> dtype_of(int value, const char* argument);
 Result<Epilogue> epilogue_of(int value, const char* argument);
 Result<Layout> layout_of(int value, const char* argument);
+Result<ActScale> act_scale_of(int value, const char* argument);
 
 // What a call needs of packed weights: their buffers (a launch), or only their shape and format
 // (a workspace-size query, which engines make at start-up, before any weights are loaded).

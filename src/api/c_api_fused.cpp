@@ -8,7 +8,8 @@ using namespace moejit;
 namespace {
 
 Result<dispatch::FusedMoeRequest> fused_request(const moejit_fused_moe_args_t* a, api::PackedUse use) {
-  MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, sizeof(moejit_fused_moe_args_t), "args"));
+  MOEJIT_TRY(api::check_struct(a, a ? a->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_fused_moe_args_t, act_scale),
+                               "args"));
   dispatch::FusedMoeRequest r;
   MOEJIT_ASSIGN_OR_RETURN(r.w13, api::packed_view(a->w13, "args->w13", use));
   MOEJIT_ASSIGN_OR_RETURN(r.w2, api::packed_view(a->w2, "args->w2", use));
@@ -26,6 +27,11 @@ Result<dispatch::FusedMoeRequest> fused_request(const moejit_fused_moe_args_t* a
   r.workspace = a->workspace;
   r.workspace_bytes = a->workspace_bytes;
   r.max_tokens = a->max_tokens;
+  if (MOEJIT_STRUCT_HAS(a, hidden_scale_ld)) {
+    MOEJIT_ASSIGN_OR_RETURN(r.act_scale, api::act_scale_of(a->act_scale, "args->act_scale"));
+    r.hidden_scales = a->hidden_scales;
+    r.hidden_scale_ld = a->hidden_scale_ld;
+  }
   return r;
 }
 

@@ -14,7 +14,8 @@ using namespace moejit;
 namespace {
 
 Result<dispatch::ModelDesc> model_of(const moejit_model_desc_t* m) {
-  MOEJIT_TRY(api::check_struct(m, m ? m->struct_size : 0, sizeof(moejit_model_desc_t), "model"));
+  MOEJIT_TRY(api::check_struct(m, m ? m->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_model_desc_t, act_scale),
+                               "model"));
   if (m->format < MOEJIT_WEIGHT_MXFP4 || m->format > MOEJIT_WEIGHT_INT4_ASYM)
     return error(Code::invalid_argument, "argument 'model->format' = {}: expected a moejit_weight_format_t",
                  static_cast<int>(m->format));
@@ -32,6 +33,16 @@ Result<dispatch::ModelDesc> model_of(const moejit_model_desc_t* m) {
   d.tensor_parallel = m->tensor_parallel;
   d.expert_parallel = m->expert_parallel;
   d.max_tokens = m->max_tokens;
+  if (MOEJIT_STRUCT_HAS(m, act_scale)) {
+    MOEJIT_ASSIGN_OR_RETURN(d.act_scale, api::act_scale_of(m->act_scale, "model->act_scale"));
+  }
+  if (d.act == DType::e4m3 && d.act_scale == ActScale::none)
+    return error(Code::invalid_argument,
+                 "argument 'model->act_scale' = NONE with act_dtype E4M3: expected MOEJIT_ACT_SCALE_TOKEN or "
+                 "MOEJIT_ACT_SCALE_BLOCK128 (the W4A8 layer's activation scales)");
+  if (d.act != DType::e4m3 && d.act_scale != ActScale::none)
+    return error(Code::invalid_argument, "argument 'model->act_scale' = {}: expected NONE with act_dtype {}",
+                 to_string(d.act_scale), to_string(d.act));
   return d;
 }
 

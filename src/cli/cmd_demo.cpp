@@ -1,4 +1,4 @@
-// `moejit demo [--model CONFIG.json] [--tokens T] [--backend auto|device|host]`: one fused MoE
+// `moejit demo [--model CONFIG.json] [--tokens T] [--backend auto|device|host] [--act e4m3]`: one fused MoE
 // layer of a real model shape on random weights and tokens, checked against an fp64 reference
 // computed here, with its time and what the kernel store did. The README's main job.
 
@@ -30,7 +30,7 @@ constexpr const char* kDefaultModel = "bench/models/qwen3-30b-a3b.json";
 constexpr std::uint32_t kHostExperts = 16;  // the host backend runs a layer this narrow
 
 struct DemoArgs {
-  std::string model = kDefaultModel, backend = "auto", weights = "mxfp4", scale, act = "bf16";
+  std::string model = kDefaultModel, backend = "auto", weights = "mxfp4", scale, act = "bf16", act_scale;
   std::int32_t tokens = 4;
   std::uint32_t iterations = 20;
 };
@@ -112,7 +112,8 @@ DemoWeights random_weights(std::mt19937& rng, const WeightChoice& w, std::uint32
 }
 
 // Packs into the backend's memory; returns the packed view.
-Result<dispatch::PackedWeightsView> pack(Launcher& launcher, Memory& memory, const DemoWeights& d, quant::RowOrder rows) {
+Result<dispatch::PackedWeightsView> pack(Launcher& launcher, Memory& memory, const DemoWeights& d, quant::RowOrder rows,
+                                         PackedOrder order) {
   dispatch::WeightSourceDesc src;
   src.format = d.w.format;
   src.group_size = d.group;
@@ -125,6 +126,7 @@ Result<dispatch::PackedWeightsView> pack(Launcher& launcher, Memory& memory, con
   src.qweight = d.codes.data();
   src.scales = d.scale_bytes.data();
   src.zeros = d.zeros.empty() ? nullptr : d.zeros.data();
+  src.order = order;
   MOEJIT_ASSIGN_OR_RETURN(dispatch::PackedSizes sizes, dispatch::packed_sizes(src));
   dispatch::PackedDestination dest;
   MOEJIT_ASSIGN_OR_RETURN(dest.qweight, memory.allocate(sizes.qweight));
@@ -134,7 +136,7 @@ Result<dispatch::PackedWeightsView> pack(Launcher& launcher, Memory& memory, con
   }
   MOEJIT_TRY(dispatch::pack_weights(launcher, src, dest, nullptr));
   return dispatch::PackedWeightsView{d.w.format, d.group, d.w.scale, d.experts, d.n, d.k, rows != quant::RowOrder::plain,
-                                     dest.qweight, dest.scales, dest.zeros, nullptr};
+                                     dest.qweight, dest.scales, dest.zeros, nullptr, order};
 }
 
 double activation(Epilogue a, double gate, double up) {
@@ -160,6 +162,11 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   if (a.tokens <= 0) return error(Code::invalid_argument, "--tokens {}: expected > 0", a.tokens);
   MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(a.weights, a.scale));
   MOEJIT_ASSIGN_OR_RETURN(DType act, parse_act(a.act));
+  MOEJIT_ASSIGN_OR_RETURN(ActScale act_scale, parse_act_scale(a.act_scale, act));
+  // W4A8 takes the same bf16 hidden states, which the layer quantizes; it is compared with the
+  // W4A16 layer on the same weights and tokens.
+  const bool fp8 = act == DType::e4m3;
+  const DType hidden_dtype = fp8 ? DType::bf16 : act;
 
   // The backend.
   std::unique_ptr<DeviceLauncher> device;
@@ -191,8 +198,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   std::mt19937 rng(std::random_device{}());
   const std::uint32_t H = shape.hidden, I = shape.intermediate;
   DemoWeights w13 = random_weights(rng, w, experts, 2 * I, H), w2 = random_weights(rng, w, experts, H, I);
-  MOEJIT_ASSIGN_OR_RETURN(auto p13, pack(*run_on, memory, w13, quant::RowOrder::concatenated));
-  MOEJIT_ASSIGN_OR_RETURN(auto p2, pack(*run_on, memory, w2, quant::RowOrder::plain));
+  MOEJIT_ASSIGN_OR_RETURN(auto p13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, PackedOrder::a16));
+  MOEJIT_ASSIGN_OR_RETURN(auto p2, pack(*run_on, memory, w2, quant::RowOrder::plain, PackedOrder::a16));
 
   // Tokens and routing.
   const std::int32_t T = a.tokens;
@@ -201,8 +208,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   std::normal_distribution<float> xdist(0.0f, 1.0f);
   for (std::size_t i = 0; i < hidden.size(); ++i) {
     const float v = xdist(rng);
-    hidden[i] = act == DType::bf16 ? prim::twin::f32_to_bf16(v) : prim::twin::f32_to_f16(v);
-    x[i] = act == DType::bf16 ? prim::twin::bf16_to_f32(hidden[i]) : prim::twin::f16_to_f32(hidden[i]);
+    hidden[i] = hidden_dtype == DType::bf16 ? prim::twin::f32_to_bf16(v) : prim::twin::f32_to_f16(v);
+    x[i] = hidden_dtype == DType::bf16 ? prim::twin::bf16_to_f32(hidden[i]) : prim::twin::f16_to_f32(hidden[i]);
   }
   std::vector<i32> ids(static_cast<std::size_t>(T) * topk);
   std::vector<float> weights(ids.size());
@@ -222,7 +229,7 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   dispatch::FusedMoeRequest r;
   r.w13 = p13;
   r.w2 = p2;
-  r.act = act;
+  r.act = hidden_dtype;
   r.out = DType::f32;
   r.activation = shape.activation;
   r.tokens = T;
@@ -233,26 +240,45 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   r.topk_ids = static_cast<const i32*>(ids_mem);
   r.topk_weights = static_cast<const float*>(weights_mem);
   MOEJIT_ASSIGN_OR_RETURN(r.output, memory.allocate(static_cast<std::size_t>(T) * H * 4));
-  MOEJIT_ASSIGN_OR_RETURN(r.workspace_bytes, dispatch::fused_moe_workspace(r, run_on->arch(), run_on->sm_count()));
-  MOEJIT_ASSIGN_OR_RETURN(r.workspace, memory.allocate(r.workspace_bytes));
 
   // First call resolves (memory, store or compile) and runs; then timed calls.
-  auto t0 = std::chrono::steady_clock::now();
-  MOEJIT_TRY(dispatch::run_fused_moe(ops, r, nullptr));
-  MOEJIT_TRY(run_on->synchronize(nullptr));
-  const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const std::uint32_t iterations = run_on->backend() == Backend::host ? 1 : std::max(a.iterations, 1u);
-  t0 = std::chrono::steady_clock::now();
-  for (std::uint32_t i = 0; i < iterations; ++i) MOEJIT_TRY(dispatch::run_fused_moe(ops, r, nullptr));
-  MOEJIT_TRY(run_on->synchronize(nullptr));
-  const double layer_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iterations;
-  std::vector<float> out(static_cast<std::size_t>(T) * H);
-  MOEJIT_TRY(run_on->copy_from_backend(out.data(), r.output, out.size() * 4, nullptr));
-  MOEJIT_TRY(run_on->synchronize(nullptr));
+  struct LayerRun {
+    double first_ms = 0, layer_ms = 0;
+    std::uint32_t iterations = 1;
+    std::vector<float> out;
+  };
+  auto run_layer = [&](dispatch::FusedMoeRequest req) -> Result<LayerRun> {
+    MOEJIT_ASSIGN_OR_RETURN(req.workspace_bytes, dispatch::fused_moe_workspace(req, run_on->arch(), run_on->sm_count()));
+    MOEJIT_ASSIGN_OR_RETURN(req.workspace, memory.allocate(req.workspace_bytes));
+    LayerRun run;
+    auto t0 = std::chrono::steady_clock::now();
+    MOEJIT_TRY(dispatch::run_fused_moe(ops, req, nullptr));
+    MOEJIT_TRY(run_on->synchronize(nullptr));
+    run.first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    run.iterations = run_on->backend() == Backend::host ? 1 : std::max(a.iterations, 1u);
+    t0 = std::chrono::steady_clock::now();
+    for (std::uint32_t i = 0; i < run.iterations; ++i) MOEJIT_TRY(dispatch::run_fused_moe(ops, req, nullptr));
+    MOEJIT_TRY(run_on->synchronize(nullptr));
+    run.layer_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / run.iterations;
+    run.out.resize(static_cast<std::size_t>(T) * H);
+    MOEJIT_TRY(run_on->copy_from_backend(run.out.data(), req.output, run.out.size() * 4, nullptr));
+    MOEJIT_TRY(run_on->synchronize(nullptr));
+    return run;
+  };
+  MOEJIT_ASSIGN_OR_RETURN(LayerRun w4a16, run_layer(r));
+  LayerRun w4a8;
+  if (fp8) {
+    dispatch::FusedMoeRequest q = r;
+    MOEJIT_ASSIGN_OR_RETURN(q.w13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, PackedOrder::a8));
+    MOEJIT_ASSIGN_OR_RETURN(q.w2, pack(*run_on, memory, w2, quant::RowOrder::plain, PackedOrder::a8));
+    q.act_scale = act_scale;
+    MOEJIT_ASSIGN_OR_RETURN(w4a8, run_layer(q));
+  }
 
-  // fp64 reference (the kernels round the intermediate and the pair outputs to the act dtype).
-  double err2 = 0, ref2 = 0;
+  // fp64 reference (the kernels round the intermediate and the pair outputs to 16 bits; W4A8
+  // also quantizes the hidden states and the intermediate to e4m3: what FP8 costs end to end).
+  double err2 = 0, ref2 = 0, fp8_err2 = 0;
   for (std::int32_t t = 0; t < T; ++t) {
     std::vector<double> want(H, 0.0);
     for (std::uint32_t k = 0; k < topk; ++k) {
@@ -273,13 +299,19 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
       }
     }
     for (std::uint32_t h = 0; h < H; ++h) {
-      const double got = out[t * H + h];
+      const double got = w4a16.out[t * H + h];
       if (!std::isfinite(got)) return error(Code::internal, "output[{}][{}] = {} is not finite", t, h, got);
       err2 += (got - want[h]) * (got - want[h]);
       ref2 += want[h] * want[h];
+      if (fp8) {
+        const double got8 = w4a8.out[t * H + h];
+        if (!std::isfinite(got8)) return error(Code::internal, "W4A8 output[{}][{}] = {} is not finite", t, h, got8);
+        fp8_err2 += (got8 - want[h]) * (got8 - want[h]);
+      }
     }
   }
   const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  const double rel8 = std::sqrt(fp8_err2 / std::max(ref2, 1e-300));
   const auto stats = resolver->stats();
   doc["model"] = a.model;
   doc["model_type"] = shape.model_type;
@@ -296,16 +328,30 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   doc["weights"] = a.weights;
   doc["backend"] = to_string(run_on->backend());
   doc["arch"] = to_string(run_on->arch());
-  doc["relative_error"] = rel;
-  doc["ok"] = rel < 1e-2;
-  doc["first_call_ms"] = first_ms;
-  doc["layer_ms"] = layer_ms;
-  doc["iterations"] = iterations;
+  doc["act"] = to_string(act);
+  // FP8 activations cost a few percent of relative error by themselves (e4m3 keeps 3 mantissa
+  // bits); the W4A16 layer on the same data is the baseline.
+  const double tolerance = fp8 ? 0.1 : 1e-2;
+  const double error_of_run = fp8 ? rel8 : rel;
+  doc["relative_error"] = error_of_run;
+  doc["tolerance"] = tolerance;
+  doc["ok"] = error_of_run < tolerance && rel < 1e-2;
+  const LayerRun& main_run = fp8 ? w4a8 : w4a16;
+  doc["first_call_ms"] = main_run.first_ms;
+  doc["layer_ms"] = main_run.layer_ms;
+  doc["iterations"] = main_run.iterations;
+  if (fp8) {
+    doc["act_scale"] = to_string(act_scale);
+    doc["w4a16"] = {{"relative_error", rel}, {"layer_ms", w4a16.layer_ms}, {"first_call_ms", w4a16.first_ms}};
+  }
   doc["kernels_compiled"] = stats.compiles;
   doc["kernels_from_disk"] = stats.disk_hits;
   doc["compile_ms"] = stats.compile_ms;
   doc["store"] = resolver->store().options().dir;
   if (rel >= 1e-2) return error(Code::internal, "relative error {:.3e} against the fp64 reference exceeds 1e-2", rel);
+  if (error_of_run >= tolerance)
+    return error(Code::internal, "W4A8 relative error {:.3e} against the fp64 reference exceeds {}", error_of_run,
+                 tolerance);
   return {};
 }
 
@@ -319,7 +365,10 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& g) {
   cmd->add_option("--backend", a->backend, "auto (default), device or host");
   cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
   cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
-  cmd->add_option("--act", a->act, "Activation dtype: bf16 (default) or f16");
+  cmd->add_option("--act", a->act,
+                  "Activation dtype: bf16 (default), f16, or e4m3 (W4A8 on bf16 hidden states the layer quantizes, "
+                  "reported beside W4A16 on the same data)");
+  cmd->add_option("--act-scale", a->act_scale, "With --act e4m3: token (default) or block128 activation scales");
   cmd->add_option("--iterations", a->iterations, "Timed calls on the device (default 20)");
   return {cmd, [&g, a]() -> int {
     Json doc;

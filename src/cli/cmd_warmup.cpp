@@ -18,7 +18,8 @@ namespace moejit::cli {
 namespace {
 
 struct WarmupArgs {
-  std::string model, archs = "", weights = "mxfp4", scale, act = "bf16", out = "bf16", from_usage, backend = "device";
+  std::string model, archs = "", weights = "mxfp4", scale, act = "bf16", act_scale, out = "bf16", from_usage,
+      backend = "device";
   std::uint32_t tp = 1, ep = 1, max_tokens = 8192, jobs = 0;
 };
 
@@ -69,6 +70,7 @@ Result<std::vector<KernelSpec>> specs_to_warm(const WarmupArgs& a, Backend backe
   m.group_size = w.group_size;
   m.scale = w.scale;
   MOEJIT_ASSIGN_OR_RETURN(m.act, parse_act(a.act));
+  MOEJIT_ASSIGN_OR_RETURN(m.act_scale, parse_act_scale(a.act_scale, m.act));
   MOEJIT_ASSIGN_OR_RETURN(m.out, parse_out(a.out));
   m.tensor_parallel = a.tp;
   m.expert_parallel = a.ep;
@@ -101,7 +103,10 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
   cmd->add_option("--arch", a->archs, "Target architectures, comma-separated (e.g. sm_90a,sm_121a)");
   cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
   cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
-  cmd->add_option("--act", a->act, "Activation dtype: bf16 (default) or f16");
+  cmd->add_option("--act", a->act,
+                  "Activation dtype: bf16 (default), f16, or e4m3 (W4A8: FP8 activations; the hidden states may "
+                  "come in bf16, f16 or e4m3)");
+  cmd->add_option("--act-scale", a->act_scale, "With --act e4m3: token (default) or block128 activation scales");
   cmd->add_option("--out", a->out, "Output dtype: bf16 (default), f16 or f32");
   cmd->add_option("--tp", a->tp, "Tensor-parallel ranks (the expert FFN width is split)");
   cmd->add_option("--ep", a->ep, "Expert-parallel ranks (the experts are split)");

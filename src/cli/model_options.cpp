@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "spec/spec_fields.hpp"
+
 namespace moejit::cli {
 
 std::string_view weights_help() {
@@ -43,12 +45,26 @@ Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale
 Result<DType> parse_act(std::string_view text) {
   if (text == "bf16") return DType::bf16;
   if (text == "f16") return DType::f16;
-  return error(Code::invalid_argument, "--act {}: expected bf16 or f16", text);
+  if (text == "e4m3") return DType::e4m3;
+  return error(Code::invalid_argument, "--act {}: expected bf16, f16 or e4m3", text);
+}
+
+Result<ActScale> parse_act_scale(std::string_view text, DType act) {
+  if (act != DType::e4m3) {
+    if (!text.empty())
+      return error(Code::invalid_argument, "--act-scale {}: applies to --act e4m3 only (the activations are {})", text,
+                   to_string(act));
+    return ActScale::none;
+  }
+  if (text.empty() || text == "token") return ActScale::token;
+  if (text == "block128") return ActScale::block128;
+  return error(Code::invalid_argument, "--act-scale {}: expected token or block128", text);
 }
 
 Result<DType> parse_out(std::string_view text) {
   if (text == "f32") return DType::f32;
-  if (text == "bf16" || text == "f16") return parse_act(text);
+  if (text == "bf16") return DType::bf16;
+  if (text == "f16") return DType::f16;
   return error(Code::invalid_argument, "--out {}: expected bf16, f16 or f32", text);
 }
 

@@ -4,9 +4,11 @@
 #include <vector>
 
 #include "dispatch/tile_configs.hpp"
+#include "kernels/act_quantize.hpp"
 #include "kernels/grouped_gemm.hpp"
 #include "kernels/moe_align.hpp"
 #include "kernels/moe_reduce.hpp"
+#include "moe/quantize_params.cuh"
 #include "moe/reduce_params.cuh"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
@@ -18,9 +20,19 @@ namespace {
 constexpr std::uint64_t kAlign = 256;  // every workspace region starts 256-byte aligned
 
 std::uint64_t round_up(std::uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-std::uint64_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
 
 std::uint32_t global_experts(const FusedMoeRequest& r) { return r.global_experts ? r.global_experts : r.w13.experts; }
+
+// W4A8: the weights were packed for e4m3 activations, so both GEMMs run on e4m3 rows.
+bool is_fp8(const FusedMoeRequest& r) { return r.w13.order == PackedOrder::a8; }
+// The layer quantizes the hidden states itself (W4A8 with 16-bit hidden states).
+bool quantizes_hidden(const FusedMoeRequest& r) { return is_fp8(r) && r.act != DType::e4m3; }
+// The 16-bit type of the gate/up output and of the pair rows: the hidden states' for W4A16; bf16
+// for W4A8 (its range covers what the quantization is given, and f16's extra bits would be
+// lost to e4m3 anyway).
+DType row_dtype(const FusedMoeRequest& r) { return is_fp8(r) ? DType::bf16 : r.act; }
+// f32 scales per row of `k` values.
+std::uint64_t scales_per_row(ActScale s, std::uint32_t k) { return s == ActScale::block128 ? k / 128 : 1; }
 
 // Where each intermediate lives in the workspace. The routing and activation regions are sized
 // for max_tokens and every block size, so one workspace serves every T up to max_tokens (graph
@@ -28,8 +40,12 @@ std::uint32_t global_experts(const FusedMoeRequest& r) { return r.global_experts
 // call's kernels (its size for any T up to max_tokens is bounded by fused_moe_workspace). The
 // routing align zeroes the split-K counters at the start of every call, so the caller's
 // workspace may hold anything.
+// W4A8 adds the quantized hidden states (when given in 16 bits) and the quantized gate/up output,
+// each with its scales.
 struct WorkspaceLayout {
-  std::uint64_t sorted = 0, expert_ids = 0, post_pad = 0, intermediate = 0, pairs = 0, split = 0;
+  std::uint64_t sorted = 0, expert_ids = 0, post_pad = 0, intermediate = 0, pairs = 0;
+  std::uint64_t hidden_q = 0, hidden_scales = 0, intermediate_q = 0, intermediate_scales = 0;
+  std::uint64_t split = 0;
 };
 
 WorkspaceLayout workspace_layout(const FusedMoeRequest& r) {
@@ -40,14 +56,20 @@ WorkspaceLayout workspace_layout(const FusedMoeRequest& r) {
     slots = std::max<std::int64_t>(slots, align_max_padded(max_pairs, experts, bm));
     blocks = std::max<std::int64_t>(blocks, align_max_blocks(max_pairs, experts, bm));
   }
-  const std::uint32_t inter = r.w13.n / 2, hidden = r.w13.k;
+  const std::uint64_t inter = r.w13.n / 2, hidden = r.w13.k, rows = static_cast<std::uint64_t>(max_pairs);
+  const std::uint64_t tokens = static_cast<std::uint64_t>(std::max(r.max_tokens, r.tokens));
   WorkspaceLayout l;
   l.sorted = 0;
   l.expert_ids = l.sorted + round_up(static_cast<std::uint64_t>(slots) * 4);
   l.post_pad = l.expert_ids + round_up(static_cast<std::uint64_t>(blocks) * 4);
   l.intermediate = l.post_pad + kAlign;
-  l.pairs = l.intermediate + round_up(static_cast<std::uint64_t>(max_pairs) * inter * dtype_bytes(r.act));
-  l.split = l.pairs + round_up(static_cast<std::uint64_t>(max_pairs) * hidden * dtype_bytes(r.act));
+  l.pairs = l.intermediate + round_up(rows * inter * 2);
+  l.hidden_q = l.pairs + round_up(rows * hidden * 2);
+  const bool own_hidden = quantizes_hidden(r), fp8 = is_fp8(r);
+  l.hidden_scales = l.hidden_q + (own_hidden ? round_up(tokens * hidden) : 0);
+  l.intermediate_q = l.hidden_scales + (own_hidden ? round_up(tokens * scales_per_row(r.act_scale, hidden) * 4) : 0);
+  l.intermediate_scales = l.intermediate_q + (fp8 ? round_up(rows * inter) : 0);
+  l.split = l.intermediate_scales + (fp8 ? round_up(rows * scales_per_row(r.act_scale, inter) * 4) : 0);
   return l;
 }
 
@@ -94,12 +116,32 @@ Status check_shapes(const FusedMoeRequest& r) {
   if (global_experts(r) < r.w13.experts)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
-  if (r.act == DType::e4m3)
-    return error(Code::unsupported,
-                 "argument 'act_dtype' = e4m3: the fused layer takes bf16 or f16 hidden states (FP8 activations run "
-                 "through the grouped GEMM; the fused path's FP8 quantization is not built yet)");
-  if (r.act != DType::bf16 && r.act != DType::f16)
-    return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16 or f16", to_string(r.act));
+  if (r.w2.order != r.w13.order)
+    return error(Code::invalid_argument,
+                 "argument 'w2': packed for {} activations, but w13 for {}; expected both packed with the same act_dtype",
+                 r.w2.order == PackedOrder::a8 ? "e4m3" : "16-bit", r.w13.order == PackedOrder::a8 ? "e4m3" : "16-bit");
+  if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3)
+    return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16, f16 or e4m3", to_string(r.act));
+  if (r.act == DType::e4m3 && !is_fp8(r))
+    return error(Code::invalid_argument,
+                 "argument 'act_dtype' = e4m3: the weights were packed for 16-bit activations; expected weights packed "
+                 "with act_dtype E4M3 for FP8 hidden states");
+  if (is_fp8(r)) {
+    if (r.act_scale != ActScale::token && r.act_scale != ActScale::block128)
+      return error(Code::invalid_argument,
+                   "argument 'act_scale' = {}: the weights were packed for e4m3 activations; expected token or block128 "
+                   "(the scales of the hidden states and of the gate/up output)",
+                   to_string(r.act_scale));
+    if (r.act_scale == ActScale::block128 && (r.w13.k % 128 != 0 || r.w2.k % 128 != 0))
+      return error(Code::invalid_argument,
+                   "argument 'act_scale' = block128: hidden = {} and intermediate = {}; expected both multiples of 128",
+                   r.w13.k, r.w2.k);
+  } else if (r.act_scale != ActScale::none) {
+    return error(Code::invalid_argument,
+                 "argument 'act_scale' = {}: the weights were packed for 16-bit activations; expected none (scales "
+                 "apply to weights packed for e4m3)",
+                 to_string(r.act_scale));
+  }
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
     return error(Code::invalid_argument, "argument 'out_dtype' = {}: expected bf16, f16 or f32", to_string(r.out));
   return {};
@@ -128,6 +170,16 @@ Status check_data(const FusedMoeRequest& r) {
   }
   if (r.expert_map != nullptr && reinterpret_cast<std::uintptr_t>(r.expert_map) % 4 != 0)
     return error(Code::invalid_argument, "argument 'expert_map': expected 4-byte alignment");
+  if (r.act == DType::e4m3) {
+    if (r.hidden_scales == nullptr || reinterpret_cast<std::uintptr_t>(r.hidden_scales) % 4 != 0)
+      return error(Code::invalid_argument,
+                   "argument 'hidden_scales' = {}: expected the f32 scales of the e4m3 hidden states, 4-byte aligned",
+                   static_cast<const void*>(r.hidden_scales));
+    if (r.act_scale == ActScale::block128 && r.hidden_scale_ld < r.w13.k / 128)
+      return error(Code::invalid_argument,
+                   "argument 'hidden_scale_ld' = {}: expected at least hidden / 128 = {} (one f32 per 128 columns)",
+                   r.hidden_scale_ld, r.w13.k / 128);
+  }
   return {};
 }
 
@@ -167,11 +219,20 @@ Status check_routing_inputs(Launcher& launcher, const FusedMoeRequest& r, void* 
   return {};
 }
 
-// Where the routing align writes and the GEMMs read; null for spec enumeration.
-struct AlignBuffers {
+// Where the routing align and the quantizations write and the GEMMs read; null for spec
+// enumeration.
+struct LayerBuffers {
   const i32* sorted = nullptr;
   const i32* expert_ids = nullptr;
   const i32* post_pad = nullptr;
+  void* intermediate = nullptr;  // gate/up output, bf16/f16
+  void* pairs = nullptr;         // down output, bf16/f16
+  const void* up_a = nullptr;    // the gate/up GEMM's A: the hidden states, or their e4m3 copy
+  const float* up_scales = nullptr;
+  std::int64_t up_scale_ld = 0;
+  const void* down_a = nullptr;  // the down GEMM's A: the intermediate, or its e4m3 copy
+  const float* down_scales = nullptr;
+  std::int64_t down_scale_ld = 0;
 };
 
 // The gate/up and down GEMMs of the layer for tile rows `bm`: the gate/up projection reads one
@@ -181,25 +242,27 @@ struct LayerGemms {
   GroupedGemmRequest up, down;
 };
 
-LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBuffers& align, void* intermediate,
-                       void* pairs) {
+LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBuffers& b) {
   const std::uint32_t inter = r.w13.n / 2, hidden = r.w13.k;
   LayerGemms g;
   GroupedGemmRequest& up = g.up;
   up.weights = r.w13;
-  up.act = r.act;
-  up.out = r.act;
+  up.act = is_fp8(r) ? DType::e4m3 : r.act;
+  up.act_scale = r.act_scale;
+  up.out = row_dtype(r);
   up.layout = Layout::indexed;
   up.epilogue = r.activation;
   up.block_size = bm;
   up.params.m = r.tokens * static_cast<i32>(r.topk);
-  up.params.a = r.hidden;
+  up.params.a = b.up_a;
   up.params.lda = hidden;
-  up.params.c = intermediate;
+  up.params.a_scales = b.up_scales;
+  up.params.a_scale_ld = b.up_scale_ld;
+  up.params.c = b.intermediate;
   up.params.ldc = inter;
-  up.params.sorted_token_ids = align.sorted;
-  up.params.expert_ids = align.expert_ids;
-  up.params.num_tokens_post_pad = align.post_pad;
+  up.params.sorted_token_ids = b.sorted;
+  up.params.expert_ids = b.expert_ids;
+  up.params.num_tokens_post_pad = b.post_pad;
   up.params.a_row_divisor = static_cast<i32>(r.topk);
   up.topk_hint = r.topk;
   up.global_experts_hint = global_experts(r);
@@ -207,9 +270,11 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const AlignBu
   down = up;
   down.weights = r.w2;
   down.epilogue = Epilogue::topk_weight;
-  down.params.a = intermediate;
+  down.params.a = b.down_a;
   down.params.lda = inter;
-  down.params.c = pairs;
+  down.params.a_scales = b.down_scales;
+  down.params.a_scale_ld = b.down_scale_ld;
+  down.params.c = b.pairs;
   down.params.ldc = hidden;
   down.params.a_row_divisor = 1;
   down.params.topk_weights = r.topk_weights;
@@ -237,14 +302,16 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   s.align.bm = bm;
   s.align.warps = moe_align_warps(r.w13.experts, arch);
 
-  const LayerGemms gemms = layer_gemms(r, bm, {}, nullptr, nullptr);
+  const LayerGemms gemms = layer_gemms(r, bm, {});
   MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend, sms));
   MOEJIT_ASSIGN_OR_RETURN(s.down, grouped_gemm_spec(gemms.down, arch, backend, sms));
+  if (quantizes_hidden(r)) s.quantize_hidden = act_quantize_spec(r.act, r.act_scale, r.w13.k, arch, backend);
+  if (is_fp8(r)) s.quantize_intermediate = act_quantize_spec(row_dtype(r), r.act_scale, r.w2.k, arch, backend);
 
   s.reduce.op = Op::moe_reduce;
   s.reduce.arch = arch;
   s.reduce.backend = backend;
-  s.reduce.act = r.act;
+  s.reduce.act = row_dtype(r);
   s.reduce.out = r.out;
   s.reduce.n = r.w13.k;
   s.reduce.warps = kMoeReduceWarps;
@@ -283,8 +350,6 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   auto* sorted = reinterpret_cast<i32*>(ws + l.sorted);
   auto* expert_ids = reinterpret_cast<i32*>(ws + l.expert_ids);
   auto* post_pad = reinterpret_cast<i32*>(ws + l.post_pad);
-  void* intermediate = ws + l.intermediate;
-  void* pairs = ws + l.pairs;
   unsigned char* split_base = ws + l.split;
   auto* counters = reinterpret_cast<u32*>(split_base + split.counters);
   const std::int64_t rows_per_expert = specs.align.bm;
@@ -304,8 +369,37 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   MOEJIT_TRY(run_kernel(ctx, specs.align, moe_align_grid(), &align, sizeof align, stream,
                         Decision{"fused_moe align", numel, rows_per_expert}));
 
-  // 2-3. Gate/up projection with the activation, then the down projection with the weights.
-  LayerGemms gemms = layer_gemms(r, specs.align.bm, {sorted, expert_ids, post_pad}, intermediate, pairs);
+  LayerBuffers b{sorted, expert_ids, post_pad, ws + l.intermediate, ws + l.pairs};
+  b.up_a = r.hidden;
+  b.down_a = b.intermediate;
+  if (is_fp8(r)) {
+    const std::uint32_t inter = r.w2.k;
+    b.up_scales = r.hidden_scales;
+    b.up_scale_ld = r.act_scale == ActScale::block128 ? r.hidden_scale_ld : 0;
+    b.down_a = ws + l.intermediate_q;
+    b.down_scales = reinterpret_cast<const float*>(ws + l.intermediate_scales);
+    b.down_scale_ld = r.act_scale == ActScale::block128 ? inter / 128 : 0;
+  }
+
+  // 2. W4A8 with 16-bit hidden states: quantize them.
+  if (quantizes_hidden(r)) {
+    ActQuantizeParams q{};
+    q.in = r.hidden;
+    q.out = ws + l.hidden_q;
+    q.scales = reinterpret_cast<float*>(ws + l.hidden_scales);
+    q.ld_in = q.ld_out = hidden;
+    q.scale_ld = r.act_scale == ActScale::block128 ? hidden / 128 : 0;
+    q.rows = r.tokens;
+    MOEJIT_TRY(run_kernel(ctx, specs.quantize_hidden, act_quantize_grid(q.rows), &q, sizeof q, stream,
+                          Decision{"fused_moe quantize hidden", r.tokens, rows_per_expert}));
+    b.up_a = q.out;
+    b.up_scales = q.scales;
+    b.up_scale_ld = q.scale_ld;
+  }
+
+  // 3-4. Gate/up projection with the activation (for W4A8 then its output quantized), then the
+  // down projection with the routing weights.
+  LayerGemms gemms = layer_gemms(r, specs.align.bm, b);
   gemms.up.workspace = split.up_counters ? split_base + split.up_partials : nullptr;
   gemms.up.workspace_bytes = split.up_counters ? split.down_partials - split.up_partials : 0;
   gemms.down.workspace = split.down_counters ? split_base + split.down_partials : nullptr;
@@ -313,11 +407,24 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   gemms.up.counters = counters;
   gemms.down.counters = counters + split.up_counters;
   MOEJIT_TRY(run_grouped_gemm(ctx, gemms.up, stream));
+  if (is_fp8(r)) {
+    // Every pair row is quantized, computed or not (rows of experts on other ranks hold stale
+    // bytes; no GEMM reads their quantized copies, and the reduction skips their pairs).
+    ActQuantizeParams q{};
+    q.in = b.intermediate;
+    q.out = ws + l.intermediate_q;
+    q.scales = reinterpret_cast<float*>(ws + l.intermediate_scales);
+    q.ld_in = q.ld_out = r.w2.k;
+    q.scale_ld = b.down_scale_ld;
+    q.rows = numel;
+    MOEJIT_TRY(run_kernel(ctx, specs.quantize_intermediate, act_quantize_grid(q.rows), &q, sizeof q, stream,
+                          Decision{"fused_moe quantize intermediate", numel, rows_per_expert}));
+  }
   MOEJIT_TRY(run_grouped_gemm(ctx, gemms.down, stream));
 
-  // 4. Sum each token's pairs in k order.
+  // 5. Sum each token's pairs in k order.
   MoeReduceParams reduce{};
-  reduce.pairs = pairs;
+  reduce.pairs = b.pairs;
   reduce.topk_ids = r.topk_ids;
   reduce.expert_map = r.expert_map;
   reduce.out = r.output;

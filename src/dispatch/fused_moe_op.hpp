@@ -1,6 +1,7 @@
 #pragma once
 // The fused MoE layer: routing align -> gate/up GEMM with the activation -> down GEMM with the
-// routing weights -> top-k reduction in fixed k order. Four launches, no allocation, no host
+// routing weights -> top-k reduction in fixed k order. Four launches (W4A8 adds the FP8
+// quantization of 16-bit hidden states and of the gate/up output), no allocation, no host
 // synchronization: the caller's workspace holds every intermediate (graph-capturable).
 
 #include <cstdint>
@@ -9,10 +10,15 @@
 
 namespace moejit::dispatch {
 
+// Weights packed for e4m3 activations (PackedOrder::a8) make the layer W4A8: both GEMMs read
+// e4m3 rows with f32 scales of granularity `act_scale`. The hidden states come quantized (act
+// e4m3, with hidden_scales) or in bf16/f16, which the layer quantizes itself; the gate/up output
+// is quantized the same way before the down projection (recipe in moe/quantize_params.cuh).
+// Between the GEMMs and before the reduction the rows are bf16.
 struct FusedMoeRequest {
   PackedWeightsView w13;  // N = 2I, K = H, act-and-mul columns
   PackedWeightsView w2;   // N = H, K = I
-  DType act = DType::bf16;
+  DType act = DType::bf16;  // the hidden states: bf16, f16, or e4m3 (weights packed for e4m3)
   DType out = DType::bf16;
   Epilogue activation = Epilogue::silu_and_mul;
   std::int32_t tokens = 0;
@@ -26,6 +32,9 @@ struct FusedMoeRequest {
   void* workspace = nullptr;
   std::uint64_t workspace_bytes = 0;
   std::int32_t max_tokens = 0;               // 0: tokens
+  ActScale act_scale = ActScale::none;       // W4A8: token or block128; else none
+  const float* hidden_scales = nullptr;      // act e4m3: [T] (token) or [T, hidden_scale_ld] (block128)
+  std::int64_t hidden_scale_ld = 0;          // block128: at least H / 128
 };
 
 // Checks shapes and dtypes and returns the workspace the request needs for any T up to its
@@ -34,11 +43,13 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch a
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& request, void* stream);
 
-// The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce) on a device
-// with `sms` multiprocessors, as the run would pick them; warm-up enumerates these over every
-// tile the heuristic can choose.
+// The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce, and for W4A8
+// the quantization of 16-bit hidden states and of the gate/up output; op none where unused) on a
+// device with `sms` multiprocessors, as the run would pick them; warm-up enumerates these over
+// every tile the heuristic can choose.
 struct FusedMoeSpecs {
   KernelSpec align, up, down, reduce;
+  KernelSpec quantize_hidden, quantize_intermediate;
 };
 Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& request, Arch arch, Backend backend, std::uint32_t sms);
 

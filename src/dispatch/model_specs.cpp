@@ -5,6 +5,7 @@
 
 #include "dispatch/fused_moe_op.hpp"
 #include "dispatch/tile_configs.hpp"
+#include "kernels/act_quantize.hpp"
 #include "quant/formats.hpp"
 #include "spec/device_profiles.hpp"
 
@@ -38,9 +39,13 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
   // The request fused_moe_specs sees, with placeholder pointers: only shapes and dtypes matter.
   alignas(256) static const int placeholder[4] = {};
   FusedMoeRequest r;
-  r.w13 = {m.format, g13, m.scale, local, 2 * inter, m.hidden, true, placeholder, placeholder, nullptr, nullptr};
-  r.w2 = {m.format, g2, m.scale, local, m.hidden, inter, false, placeholder, placeholder, nullptr, nullptr};
-  r.act = m.act;
+  // W4A8 layers are enumerated with bf16 hidden states: their GEMMs are the same for every
+  // hidden dtype, and the f16 input's quantization is added below.
+  const PackedOrder order = m.act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+  r.w13 = {m.format, g13, m.scale, local, 2 * inter, m.hidden, true, placeholder, placeholder, nullptr, nullptr, order};
+  r.w2 = {m.format, g2, m.scale, local, m.hidden, inter, false, placeholder, placeholder, nullptr, nullptr, order};
+  r.act = m.act == DType::e4m3 ? DType::bf16 : m.act;
+  r.act_scale = m.act_scale;
   r.out = m.out;
   r.activation = m.activation;
   r.topk = m.topk;
@@ -62,9 +67,11 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
     for (std::uint32_t t = 1; t <= m.max_tokens; ++t) {
       r.tokens = static_cast<std::int32_t>(t);
       MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(r, arch, backend, sms));
-      for (const KernelSpec& spec : {s.align, s.up, s.down, s.reduce})
-        if (seen.insert(spec).second) specs.push_back(spec);
+      for (const KernelSpec& spec : {s.align, s.up, s.down, s.reduce, s.quantize_hidden, s.quantize_intermediate})
+        if (spec.op != Op::none && seen.insert(spec).second) specs.push_back(spec);
     }
+  if (m.act == DType::e4m3 && !specs.empty())
+    specs.push_back(act_quantize_spec(DType::f16, m.act_scale, m.hidden, arch, backend));
   return specs;
 }
 
