@@ -26,6 +26,8 @@ namespace {
 constexpr std::array kWeightChoices = {
     WeightChoice{"mxfp4", WeightFormat::mxfp4, DType::e8m0, 32},
     WeightChoice{"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
+    WeightChoice{"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3},
+    WeightChoice{"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3},
 };
 
 // The specs moejit's fused MoE layer picks for `tokens` tokens of `model` on `device`. The one
@@ -35,11 +37,14 @@ Result<dispatch::FusedMoeSpecs> heuristic_specs(const dispatch::MoeLayerShape& m
                                                 std::uint32_t tokens, const DeviceProfile& device) {
   alignas(256) static const int placeholder[4] = {};
   dispatch::FusedMoeRequest r;
+  const bool w4a8 = format.act == DType::e4m3;
+  const PackedOrder order = w4a8 ? PackedOrder::a8 : PackedOrder::a16;
   r.w13 = {format.weight, format.group, format.scale, model.experts, 2 * model.intermediate, model.hidden, true,
-           placeholder, placeholder, nullptr, nullptr};
+           placeholder, placeholder, nullptr, nullptr, order};
   r.w2 = {format.weight, format.group, format.scale, model.experts, model.hidden, model.intermediate, false,
-          placeholder, placeholder, nullptr, nullptr};
+          placeholder, placeholder, nullptr, nullptr, order};
   r.act = DType::bf16;
+  r.act_scale = w4a8 ? ActScale::token : ActScale::none;
   r.out = DType::bf16;
   r.activation = model.activation;
   r.topk = model.topk;

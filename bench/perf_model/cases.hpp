@@ -31,10 +31,13 @@ struct ModelConfig {
 Result<ModelConfig> load_model(const std::string& name_or_path, const std::filesystem::path& models_dir);
 
 struct WeightChoice {
-  std::string_view name;  // "mxfp4", "int4_g128"
+  std::string_view name;  // "mxfp4", "int4_g128", "mxfp4_w4a8", ...
   WeightFormat weight;
   DType scale;
   std::uint32_t group;
+  // e4m3: W4A8 (weights packed for e4m3 activations with per-token scales; the hidden states
+  // arrive in bf16 and the layer quantizes them).
+  DType act = DType::bf16;
 };
 std::span<const WeightChoice> weight_choices();
 const WeightChoice* find_weight_choice(std::string_view name);
