@@ -20,6 +20,10 @@ _NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dt
                  np.dtype(np.uint16): "u16", np.dtype(np.int8): "i8"}
 
 
+# ml_dtypes' types, by NumPy name.
+_ML_DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "e4m3"}
+
+
 def _torch():
     """torch if the caller has imported it (a torch.Tensor cannot exist otherwise)."""
     return sys.modules.get("torch")
@@ -62,22 +66,31 @@ def dtype_name(x: Any) -> str:
             name = _torch_dtype_names().get(dt, str(dt))
         else:
             npdt = np.dtype(dt)
-            name = "bf16" if npdt.name == "bfloat16" else _NUMPY_DTYPES.get(npdt, npdt.name)
+            name = _ML_DTYPES.get(npdt.name) or _NUMPY_DTYPES.get(npdt, npdt.name)
         _DTYPE_NAMES[dt] = name
     return name
 
 
 def _torch_dtype_names() -> dict:
     torch = _torch()
-    return {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.int32: "i32",
-            torch.uint8: "u8", torch.int64: "i64", torch.float64: "f64", torch.int8: "i8"}
+    names = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.int32: "i32",
+             torch.uint8: "u8", torch.int64: "i64", torch.float64: "f64", torch.int8: "i8"}
+    if hasattr(torch, "float8_e4m3fn"):
+        names[torch.float8_e4m3fn] = "e4m3"
+    return names
 
 
 def for_core(x: Any) -> Any:
-    """What the extension receives: the array itself, or for NumPy bfloat16 (which DLPack and the
-    buffer protocol cannot carry) a uint16 view of the same memory."""
-    if isinstance(x, np.ndarray) and x.dtype.name == "bfloat16":
-        return x.view(np.uint16)
+    """What the extension receives: the array itself, or for NumPy bfloat16 and float8 (which
+    DLPack and the buffer protocol cannot carry; nor torch's float8) an unsigned view of the same
+    memory."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.name == "bfloat16":
+            return x.view(np.uint16)
+        if x.dtype.name == "float8_e4m3fn":
+            return x.view(np.uint8)
+    elif is_torch(x) and dtype_name(x) == "e4m3":
+        return x.view(_torch().uint8)
     return x
 
 

@@ -13,6 +13,29 @@ from ._weights import PackedWeights
 
 _ACT_DTYPES = ("bf16", "f16")
 _OUT_DTYPES = ("bf16", "f16", "f32")
+_ACT_SCALES = {None: 0, "token": 1, "block128": 2}
+
+
+def _act_scale(weights: PackedWeights, act_scale: Optional[str], hidden_dtype: str) -> int:
+    """The C act_scale of a call: for weights packed for e4m3, "token" (the default) or
+    "block128"; for 16-bit ones, none."""
+    if act_scale not in _ACT_SCALES:
+        raise invalid(f"argument 'act_scale' = {act_scale!r}: expected 'token' or 'block128' (or None)")
+    if weights.act_dtype != "e4m3":
+        if act_scale is not None or hidden_dtype == "e4m3":
+            raise invalid(f"argument 'act_scale' = {act_scale!r} with {hidden_dtype} activations: the weights were "
+                          "packed for 16-bit activations; pack them with act_dtype='e4m3' for FP8 (W4A8)")
+        return 0
+    return _ACT_SCALES[act_scale or "token"]
+
+
+def _check_scales(scales, name: str, rows: int, k: int, act_scale: int) -> int:
+    """Checks f32 scales of e4m3 rows (token: [rows]; block128: [rows, k/128]); returns their ld."""
+    if act_scale == _ACT_SCALES["token"]:
+        _arrays.check(scales, name, ("f32",), (rows,))
+        return 0
+    _arrays.check(scales, name, ("f32",), (rows, k // 128))
+    return k // 128
 
 
 def _activation(activation: str) -> int:
@@ -29,19 +52,23 @@ def _check_weights(w: PackedWeights, name: str) -> None:
 
 def fused_moe_workspace_size(ctx: Context, w13: PackedWeights, w2: PackedWeights, tokens: int, topk: int, *,
                              act_dtype: str = "bf16", out_dtype: Optional[str] = None, activation: str = "silu",
-                             global_experts: int = 0, max_tokens: int = 0) -> int:
+                             global_experts: int = 0, max_tokens: int = 0, act_scale: Optional[str] = None) -> int:
     """Bytes of workspace ``fused_moe`` needs for up to ``max(tokens, max_tokens)`` tokens."""
     _check_weights(w13, "w13")
     _check_weights(w2, "w2")
+    scale = _act_scale(w13, act_scale, act_dtype)
     return _core.fused_moe_workspace_size(ctx._core, w13._packed, w2._packed, lookup(DTYPES, act_dtype, "act_dtype"),
-                                          lookup(DTYPES, out_dtype or act_dtype, "out_dtype"), _activation(activation),
-                                          int(tokens), int(topk), int(global_experts), int(max_tokens))
+                                          lookup(DTYPES, out_dtype or ("bf16" if act_dtype == "e4m3" else act_dtype),
+                                                 "out_dtype"),
+                                          _activation(activation), int(tokens), int(topk), int(global_experts),
+                                          int(max_tokens), scale)
 
 
 def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_weights, topk_ids, *,
               activation: str = "silu", global_experts: int = 0, expert_map=None, output=None,
               out_dtype: Optional[str] = None, workspace=None, max_tokens: int = 0,
-              apply_router_weight_on_input: bool = False, stream: Optional[int] = None):
+              apply_router_weight_on_input: bool = False, act_scale: Optional[str] = None, hidden_scales=None,
+              stream: Optional[int] = None):
     """One MoE layer: output[t] = sum_k topk_weights[t,k] * w2_e(act(w13_e hidden[t])), e = topk_ids[t,k].
 
     hidden [T, H] bf16/f16; w13 packed gate/up weights (N = 2I, K = H, packed from a
@@ -51,15 +78,26 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     out_dtype (default: hidden's) is allocated when None; workspace (uint8, at least
     ``fused_moe_workspace_size`` bytes, 256-byte aligned, any contents) too, which is not
     allowed under CUDA graph capture: pass both there. apply_router_weight_on_input (vLLM's
-    flag, topk must be 1): the weight scales the input row instead of the output. Returns output.
+    flag, topk must be 1): the weight scales the input row instead of the output. W4A8: with
+    w13 and w2 packed with act_dtype="e4m3" both GEMMs run on FP8 activations with f32 scales
+    per token (act_scale "token", the default) or per 128 columns ("block128"); hidden is then
+    bf16/f16 (quantized by the layer) or float8_e4m3fn with hidden_scales (f32 [T], or
+    [T, H/128]) quantized as moejit.h describes; output defaults to bf16. Returns output.
     On CUDA memory the call is queued on ``stream`` (default: torch's current stream for torch
     tensors, else the legacy default stream) without synchronizing the host.
     """
     _check_weights(w13, "w13")
     _check_weights(w2, "w2")
-    act = _arrays.check(hidden, "hidden", _ACT_DTYPES, (None, w13.k))
+    act = _arrays.check(hidden, "hidden", _ACT_DTYPES + ("e4m3",), (None, w13.k))
     tokens = int(hidden.shape[0])
     act_dtype = _arrays.dtype_name(act)
+    scale = _act_scale(w13, act_scale, act_dtype)
+    scale_ld = 0
+    if act_dtype == "e4m3":
+        scale_ld = _check_scales(hidden_scales, "hidden_scales", tokens, w13.k, scale)
+    elif hidden_scales is not None:
+        raise invalid(f"argument 'hidden_scales' is given with {act_dtype} hidden states: expected None (scales "
+                      "come with float8_e4m3fn hidden states)")
     _arrays.check(topk_ids, "topk_ids", ("i32",), (tokens, None))
     topk = int(topk_ids.shape[1])
     _arrays.check(topk_weights, "topk_weights", ("f32",), (tokens, topk))
@@ -71,12 +109,16 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
             raise invalid(f"argument 'expert_map' has shape {list(expert_map.shape)}: expected [{global_experts}] "
                           "(global_experts)")
     if output is None:
-        output = _arrays.empty(hidden, (tokens, w2.n), out_dtype or act_dtype, device=ctx.memory)
+        output = _arrays.empty(hidden, (tokens, w2.n), out_dtype or ("bf16" if act_dtype == "e4m3" else act_dtype),
+                               device=ctx.memory)
     _arrays.check(output, "output", (out_dtype,) if out_dtype else _OUT_DTYPES, (tokens, w2.n))
     out_dtype = _arrays.dtype_name(output)
     if tokens == 0:
         return output  # nothing routed, nothing written
     if apply_router_weight_on_input:
+        if act_dtype == "e4m3":
+            raise invalid("apply_router_weight_on_input with float8_e4m3fn hidden states: expected bf16/f16 ones "
+                          "(the weight scales the row before quantization)")
         if topk != 1:
             raise invalid(f"apply_router_weight_on_input with topk = {topk}: expected topk = 1 (the weight of a "
                           "token's single expert scales its input row)")
@@ -85,14 +127,14 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     if workspace is None:
         nbytes = fused_moe_workspace_size(ctx, w13, w2, tokens, topk, act_dtype=act_dtype, out_dtype=out_dtype,
                                           activation=activation, global_experts=global_experts,
-                                          max_tokens=max_tokens)
+                                          max_tokens=max_tokens, act_scale=act_scale)
         workspace = _arrays.empty_bytes(hidden, nbytes, device=ctx.memory) if nbytes else None
     else:
         _arrays.check(workspace, "workspace", ("u8",), (None,))
     stream = _arrays.current_stream(ctx.memory, hidden) if stream is None else stream
     _core.fused_moe(ctx._core, w13._packed, w2._packed, DTYPES[act_dtype], DTYPES[out_dtype], _activation(activation),
-                    tokens, topk, int(global_experts), int(max_tokens), _arrays.for_core(act), topk_ids, topk_weights,
-                    expert_map, _arrays.for_core(output), workspace, int(stream))
+                    tokens, topk, int(global_experts), int(max_tokens), scale, _arrays.for_core(act), hidden_scales,
+                    scale_ld, topk_ids, topk_weights, expert_map, _arrays.for_core(output), workspace, int(stream))
     return output
 
 
@@ -116,10 +158,10 @@ def _gemm_shape(weights: PackedWeights, layout: str, epilogue: str, a, m: Option
     epilogue_code = lookup(EPILOGUES, epilogue, "epilogue")
     out_cols = weights.n // 2 if epilogue_code in (EPILOGUES["silu"], EPILOGUES["swiglu_oai"]) else weights.n
     if layout == "masked":
-        _arrays.check(a, "a", _ACT_DTYPES, (weights.experts, None, weights.k))
+        _arrays.check(a, "a", _ACT_DTYPES + ("e4m3",), (weights.experts, None, weights.k))
         m = int(a.shape[1]) if m is None else m
     else:
-        _arrays.check(a, "a", _ACT_DTYPES, (None, weights.k))
+        _arrays.check(a, "a", _ACT_DTYPES + ("e4m3",), (None, weights.k))
         if m is None:
             m = int(a.shape[0]) * (a_row_divisor if layout == "indexed" else 1)
     return layout_code, epilogue_code, out_cols, int(m)
@@ -149,24 +191,40 @@ def _check_indexed(a, m, experts, block_size, a_row_divisor, sorted_token_ids, e
                       f"{-(-m // a_row_divisor)}")
 
 
+def _gemm_act(weights: PackedWeights, a, act_scale: Optional[str]) -> tuple[str, int]:
+    """a's dtype and the C act_scale: e4m3 rows need weights packed for them (and the other way
+    round)."""
+    act_dtype = _arrays.dtype_name(a)
+    if (act_dtype == "e4m3") != (weights.act_dtype == "e4m3"):
+        raise invalid(f"argument 'a' has dtype {act_dtype}, but the weights were packed for "
+                      f"{'e4m3' if weights.act_dtype == 'e4m3' else '16-bit'} activations: expected "
+                      f"{'float8_e4m3fn' if weights.act_dtype == 'e4m3' else 'bf16 or f16'} rows")
+    return act_dtype, _act_scale(weights, act_scale, act_dtype)
+
+
 def grouped_gemm_workspace_size(ctx: Context, weights: PackedWeights, a, *, layout: str, epilogue: str = "none",
                                 m: Optional[int] = None, out_dtype: Optional[str] = None, block_size: int = 0,
-                                a_row_divisor: int = 1, rows_per_expert_hint: int = 0) -> int:
+                                a_row_divisor: int = 1, rows_per_expert_hint: int = 0,
+                                act_scale: Optional[str] = None) -> int:
     """Bytes of workspace ``grouped_gemm`` needs (zero-filled once before its first use)."""
     _check_weights(weights, "weights")
     layout_code, epilogue_code, _, m = _gemm_shape(weights, layout, epilogue, a, m, a_row_divisor)
-    act_dtype = _arrays.dtype_name(a)
+    act_dtype, scale = _gemm_act(weights, a, act_scale)
     return _core.grouped_gemm_workspace_size(ctx._core, weights._packed, DTYPES[act_dtype],
-                                             lookup(DTYPES, out_dtype or act_dtype, "out_dtype"), layout_code,
-                                             epilogue_code, m, int(block_size), int(a_row_divisor),
-                                             int(rows_per_expert_hint))
+                                             lookup(DTYPES, out_dtype or _default_out(act_dtype), "out_dtype"),
+                                             layout_code, epilogue_code, m, int(block_size), int(a_row_divisor),
+                                             int(rows_per_expert_hint), scale)
+
+
+def _default_out(act_dtype: str) -> str:
+    return "bf16" if act_dtype == "e4m3" else act_dtype
 
 
 def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilogue: str = "none", c=None,
                  out_dtype: Optional[str] = None, m: Optional[int] = None, expert_offsets=None, expert_counts=None,
                  sorted_token_ids=None, expert_ids=None, num_tokens_post_pad=None, block_size: int = 0,
                  a_row_divisor: int = 1, topk_weights=None, rows_per_expert_hint: int = 0, workspace=None,
-                 stream: Optional[int] = None):
+                 act_scale: Optional[str] = None, a_scales=None, stream: Optional[int] = None):
     """C = epilogue(A W_e^T) per expert, in one of moejit's MoE layouts (moejit.h has the details).
 
     layout "contiguous": a [rows, K] grouped by expert, expert_offsets int32 [E + 1];
@@ -175,14 +233,22 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
     a_row_divisor = topk when a holds tokens, m = pairs). epilogue "none", "silu" / "swiglu_oai"
     (act-and-mul weights; C has N/2 columns) or "topk_weight" (indexed; topk_weights [m]).
     c is allocated when None. workspace: uint8, zero-filled once before first use (moejit leaves
-    it zero); allocated zeroed when None. Returns c.
+    it zero); allocated zeroed when None. W4A8: a float8_e4m3fn with weights packed for e4m3 and
+    a_scales f32 per row of a ("token", [rows]) or per row and 128 k ("block128", [rows, K/128]);
+    c defaults to bf16. Returns c.
     """
     _check_weights(weights, "weights")
     layout_code, epilogue_code, out_cols, m = _gemm_shape(weights, layout, epilogue, a, m, a_row_divisor)
-    act_dtype = _arrays.dtype_name(a)
+    act_dtype, scale = _gemm_act(weights, a, act_scale)
+    scale_ld = 0
+    if act_dtype == "e4m3":
+        a_rows = math.prod(int(extent) for extent in a.shape[:-1])
+        scale_ld = _check_scales(a_scales, "a_scales", a_rows, weights.k, scale)
+    elif a_scales is not None:
+        raise invalid(f"argument 'a_scales' is given with {act_dtype} rows: expected None")
     rows_shape = (m,) if layout == "indexed" else tuple(a.shape[:-1])
     if c is None:
-        c = _arrays.empty(a, rows_shape + (out_cols,), out_dtype or act_dtype, device=ctx.memory)
+        c = _arrays.empty(a, rows_shape + (out_cols,), out_dtype or _default_out(act_dtype), device=ctx.memory)
     _arrays.check(c, "c", (out_dtype,) if out_dtype else _OUT_DTYPES, rows_shape + (out_cols,))
     out_dtype = _arrays.dtype_name(c)
     experts = weights.experts
@@ -200,13 +266,14 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
     if workspace is None:
         nbytes = grouped_gemm_workspace_size(ctx, weights, a, layout=layout, epilogue=epilogue, m=m,
                                              out_dtype=out_dtype, block_size=block_size, a_row_divisor=a_row_divisor,
-                                             rows_per_expert_hint=rows_per_expert_hint)
+                                             rows_per_expert_hint=rows_per_expert_hint, act_scale=act_scale)
         workspace = _arrays.empty_bytes(a, nbytes, device=ctx.memory, zero=True) if nbytes else None
     else:
         _arrays.check(workspace, "workspace", ("u8",), (None,))
     stream = _arrays.current_stream(ctx.memory, a) if stream is None else stream
     _core.grouped_gemm(ctx._core, weights._packed, DTYPES[act_dtype], DTYPES[out_dtype], layout_code, epilogue_code, m,
-                       int(block_size), int(a_row_divisor), int(rows_per_expert_hint), _arrays.for_core(a),
-                       int(a.shape[-1]), _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids, expert_ids,
+                       int(block_size), int(a_row_divisor), int(rows_per_expert_hint), scale, _arrays.for_core(a),
+                       int(a.shape[-1]), a_scales, scale_ld, _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids,
+                       expert_ids,
                        num_tokens_post_pad, expert_offsets, expert_counts, topk_weights, workspace, int(stream))
     return c

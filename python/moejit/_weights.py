@@ -30,6 +30,8 @@ class PackedWeights:
         self.scale_dtype = name_of(DTYPES, packed.scale_dtype)
         self.experts, self.n, self.k = packed.experts, packed.n, packed.k
         self.act_and_mul = packed.act_and_mul
+        # "bf16": packed for 16-bit activations (bf16 or f16); "e4m3": for FP8 ones (W4A8).
+        self.act_dtype = "e4m3" if packed.act_dtype == DTYPES["e4m3"] else "bf16"
 
     @property
     def context(self) -> Context:
@@ -38,25 +40,26 @@ class PackedWeights:
 
     @classmethod
     def describe(cls, ctx: Context, *, format: str, group_size: int, scale_dtype: str, experts: int, n: int, k: int,
-                 act_and_mul: bool) -> "PackedWeights":
+                 act_and_mul: bool, act_dtype: str = "bf16") -> "PackedWeights":
         """Weights' shape and format without their buffers: for workspace-size queries at start-up,
         before any weights are loaded. A launch with them fails, naming the missing buffer."""
         packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"), int(group_size),
                               lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
-                              bool(act_and_mul), None, None, None, None)
+                              bool(act_and_mul), _packed_for(act_dtype), None, None, None, None)
         return cls(ctx, packed, None, None, None, None)
 
     @classmethod
     def from_buffers(cls, ctx: Context, *, format: str, group_size: int, scale_dtype: str, experts: int, n: int,
-                     k: int, act_and_mul: bool, qweight, scales, zeros=None, bias=None) -> "PackedWeights":
-        """Weights moejit packed earlier (buffers as ``pack_weights`` returned them); every use checks
-        the buffer sizes against the shape."""
+                     k: int, act_and_mul: bool, qweight, scales, zeros=None, bias=None,
+                     act_dtype: str = "bf16") -> "PackedWeights":
+        """Weights moejit packed earlier (buffers as ``pack_weights`` returned them, with the
+        act_dtype they were packed for); every use checks the buffer sizes against the shape."""
         for name, buf in (("qweight", qweight), ("scales", scales), ("zeros", zeros)):
             _arrays.check_optional(buf, name, ("u8",))
         _arrays.check_optional(bias, "bias", ("f32",), (experts, n))
         packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"), int(group_size),
                               lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
-                              bool(act_and_mul), qweight, scales, zeros, bias)
+                              bool(act_and_mul), _packed_for(act_dtype), qweight, scales, zeros, bias)
         return cls(ctx, packed, qweight, scales, zeros, bias)
 
     def __repr__(self) -> str:
@@ -103,8 +106,15 @@ def _expected_shapes(source: str, e: int, n: int, k: int, g: int) -> dict:
     return {"qweight": ("i32", (e, k, n // 8)), "scales": (None, (e, groups, n)), "zeros": ("i32", (e, groups, n // 8))}
 
 
+def _packed_for(act_dtype: str) -> int:
+    """The C dtype of the activations weights are packed for: 16-bit ("bf16" or "f16") or "e4m3"."""
+    if act_dtype not in ("bf16", "f16", "e4m3"):
+        raise invalid(f"argument 'act_dtype' = {act_dtype!r}: expected 'bf16' or 'f16' (16-bit activations) or 'e4m3'")
+    return DTYPES["e4m3"] if act_dtype == "e4m3" else DTYPES["bf16"]
+
+
 def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=None, *, format: Optional[str] = None,
-                 rows: str = "plain", stream: Optional[int] = None,
+                 rows: str = "plain", act_dtype: str = "bf16", stream: Optional[int] = None,
                  allocator: Optional[Callable[[int], Any]] = None) -> PackedWeights:
     """Packs one layer's expert weights from the layout a checkpoint holds.
 
@@ -117,7 +127,9 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     asymmetric when zeros are given (GPTQ symmetric checkpoints also store qzeros: pass
     format="int4_sym", and moejit checks every zero point is 8). rows: "plain", or for gate/up
     (N = 2I) weights "concatenated" (vLLM's w13) or "interleaved" (gpt-oss). bias: float32 [E, N]
-    in source row order. Sources may be host memory or, on the device backend, the context's GPU.
+    in source row order. act_dtype: the activations the weights will meet, "bf16"/"f16" (one
+    packing) or "e4m3" (W4A8: FP8 activations; sm_89 and newer). Sources may be host memory or,
+    on the device backend, the context's GPU.
     allocator(nbytes) returns the uint8 buffers the packed weights live in (16-byte aligned, in
     the context's memory); by default NumPy or torch arrays (torch for CUDA memory).
     """
@@ -137,6 +149,7 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     _arrays.check_optional(bias, "bias", ("f32",), (e, n))
     scale_code = DTYPES["e8m0"] if format == "mxfp4" else DTYPES[scale_dtype]
     row_code = lookup(ROW_ORDERS, rows, "rows")
+    act_code = _packed_for(act_dtype)
 
     devices = {_arrays.device_of(x) for x in (qweight, scales, zeros, bias) if x is not None}
     if len(devices) != 1:
@@ -148,7 +161,7 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
 
     sources = (_arrays.for_core(qweight), _arrays.for_core(scales), None if zeros is None else _arrays.for_core(zeros),
                bias, source_device[0] == "cuda")
-    sizes = _core.packed_sizes(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, *sources)
+    sizes = _core.packed_sizes(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, act_code, *sources)
     if allocator is None:
         def allocator(nbytes: int):
             return _arrays.empty_bytes(qweight, nbytes, device=ctx.memory, align=16)
@@ -160,9 +173,9 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
         raw = _allocated(allocator, 4 * e * n)
         bias_buffer = raw.view(_f32(raw)).reshape(e, n) if isinstance(raw, np.ndarray) or _arrays.is_torch(raw) else raw
     buffers.append(bias_buffer)
-    out = _core.Packed(ctx._core, fmt, g, scale_code, e, n, k, row_code != 0, *buffers)
+    out = _core.Packed(ctx._core, fmt, g, scale_code, e, n, k, row_code != 0, act_code, *buffers)
     stream = _arrays.current_stream(ctx.memory, qweight) if stream is None else stream
-    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, *sources, out, int(stream))
+    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, act_code, *sources, out, int(stream))
     zeros_buffer = buffers[2] if format == "int4_asym" else None
     return PackedWeights(ctx, out, buffers[0], buffers[1], zeros_buffer, buffers[3] if bias is not None else None)
 

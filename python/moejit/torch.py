@@ -132,6 +132,10 @@ def _known_weights(w: PackedWeights, name: str) -> tuple[_Spec, tuple]:
         raise invalid(f"argument '{name}' is a {type(w).__name__}: expected moejit.PackedWeights (moejit.pack_weights)")
     entry = _known.get(w)
     if entry is None:
+        if w.act_dtype == "e4m3":
+            raise invalid(f"argument '{name}' was packed for e4m3 activations (W4A8): the torch ops take weights "
+                          "packed for 16-bit activations so far; call moejit.fused_moe / moejit.grouped_gemm for "
+                          "W4A8")
         spec = _Spec(register_context(w.context), w.format, w.group_size, w.scale_dtype, w.experts, w.n, w.k,
                      w.act_and_mul)
         entry = (spec, tuple(_as_tensor(b) for b in (w.qweight, w.scales, w.zeros, w.bias)))

@@ -23,6 +23,7 @@ struct FusedShape {
   int32_t tokens;
   uint32_t topk, global_experts;
   int32_t max_tokens;
+  int act_scale;
 };
 
 moejit_fused_moe_args_t fused_args(const Context& ctx, const FusedShape& f) {
@@ -37,6 +38,7 @@ moejit_fused_moe_args_t fused_args(const Context& ctx, const FusedShape& f) {
   a.topk = f.topk;
   a.global_experts = f.global_experts;
   a.max_tokens = f.max_tokens;
+  a.act_scale = static_cast<moejit_act_scale_t>(f.act_scale);
   return a;
 }
 
@@ -45,6 +47,7 @@ struct GemmShape {
   int act_dtype, out_dtype, layout, epilogue;
   int32_t m, block_size, a_row_divisor;
   uint32_t rows_per_expert_hint;
+  int act_scale;
 };
 
 moejit_grouped_gemm_args_t gemm_args(const Context& ctx, const GemmShape& g) {
@@ -59,6 +62,7 @@ moejit_grouped_gemm_args_t gemm_args(const Context& ctx, const GemmShape& g) {
   a.block_size = g.block_size;
   a.a_row_divisor = g.a_row_divisor;
   a.rows_per_expert_hint = g.rows_per_expert_hint;
+  a.act_scale = static_cast<moejit_act_scale_t>(g.act_scale);
   return a;
 }
 
@@ -68,26 +72,30 @@ void bind_ops(nb::module_& m) {
   m.def(
       "fused_moe_workspace_size",
       [](const Context& ctx, const Packed& w13, const Packed& w2, int act_dtype, int out_dtype, int activation,
-         int32_t tokens, uint32_t topk, uint32_t global_experts, int32_t max_tokens) {
-        moejit_fused_moe_args_t a =
-            fused_args(ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens});
+         int32_t tokens, uint32_t topk, uint32_t global_experts, int32_t max_tokens, int act_scale) {
+        moejit_fused_moe_args_t a = fused_args(
+            ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens, act_scale});
         uint64_t bytes = 0;
         check(moejit_fused_moe_workspace_size(ctx.use().get(), &a, &bytes));
         return bytes;
       },
       nb::arg("ctx"), nb::arg("w13"), nb::arg("w2"), nb::arg("act_dtype"), nb::arg("out_dtype"),
-      nb::arg("activation"), nb::arg("tokens"), nb::arg("topk"), nb::arg("global_experts"), nb::arg("max_tokens"));
+      nb::arg("activation"), nb::arg("tokens"), nb::arg("topk"), nb::arg("global_experts"), nb::arg("max_tokens"),
+      nb::arg("act_scale"));
 
   m.def(
       "fused_moe",
       [](const Context& ctx, const Packed& w13, const Packed& w2, int act_dtype, int out_dtype, int activation,
-         int32_t tokens, uint32_t topk, uint32_t global_experts, int32_t max_tokens, const Array& hidden,
-         const Array& topk_ids, const Array& topk_weights, nb::handle expert_map, MutableArray output,
-         nb::handle workspace, uintptr_t stream) {
-        moejit_fused_moe_args_t a =
-            fused_args(ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens});
+         int32_t tokens, uint32_t topk, uint32_t global_experts, int32_t max_tokens, int act_scale,
+         const Array& hidden, nb::handle hidden_scales, int64_t hidden_scale_ld, const Array& topk_ids,
+         const Array& topk_weights, nb::handle expert_map, MutableArray output, nb::handle workspace,
+         uintptr_t stream) {
+        moejit_fused_moe_args_t a = fused_args(
+            ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens, act_scale});
         const Memory& mem = ctx.memory();
         a.hidden = data_of(hidden, "hidden", mem);
+        a.hidden_scales = static_cast<const float*>(optional_data_of(hidden_scales, "hidden_scales", mem));
+        a.hidden_scale_ld = hidden_scale_ld;
         a.topk_ids = static_cast<const int32_t*>(data_of(topk_ids, "topk_ids", mem));
         a.topk_weights = static_cast<const float*>(data_of(topk_weights, "topk_weights", mem));
         a.expert_map = static_cast<const int32_t*>(optional_data_of(expert_map, "expert_map", mem));
@@ -99,35 +107,39 @@ void bind_ops(nb::module_& m) {
       },
       nb::arg("ctx"), nb::arg("w13"), nb::arg("w2"), nb::arg("act_dtype"), nb::arg("out_dtype"),
       nb::arg("activation"), nb::arg("tokens"), nb::arg("topk"), nb::arg("global_experts"), nb::arg("max_tokens"),
-      nb::arg("hidden"), nb::arg("topk_ids"), nb::arg("topk_weights"), nb::arg("expert_map").none(),
-      nb::arg("output"), nb::arg("workspace").none(), nb::arg("stream"));
+      nb::arg("act_scale"), nb::arg("hidden"), nb::arg("hidden_scales").none(), nb::arg("hidden_scale_ld"),
+      nb::arg("topk_ids"), nb::arg("topk_weights"), nb::arg("expert_map").none(), nb::arg("output"),
+      nb::arg("workspace").none(), nb::arg("stream"));
 
   m.def(
       "grouped_gemm_workspace_size",
       [](const Context& ctx, const Packed& weights, int act_dtype, int out_dtype, int layout, int epilogue, int32_t m,
-         int32_t block_size, int32_t a_row_divisor, uint32_t rows_per_expert_hint) {
-        moejit_grouped_gemm_args_t a = gemm_args(
-            ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size, a_row_divisor, rows_per_expert_hint});
+         int32_t block_size, int32_t a_row_divisor, uint32_t rows_per_expert_hint, int act_scale) {
+        moejit_grouped_gemm_args_t a = gemm_args(ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size,
+                                                       a_row_divisor, rows_per_expert_hint, act_scale});
         uint64_t bytes = 0;
         check(moejit_grouped_gemm_workspace_size(ctx.use().get(), &a, &bytes));
         return bytes;
       },
       nb::arg("ctx"), nb::arg("weights"), nb::arg("act_dtype"), nb::arg("out_dtype"), nb::arg("layout"),
       nb::arg("epilogue"), nb::arg("m"), nb::arg("block_size"), nb::arg("a_row_divisor"),
-      nb::arg("rows_per_expert_hint"));
+      nb::arg("rows_per_expert_hint"), nb::arg("act_scale"));
 
   m.def(
       "grouped_gemm",
       [](const Context& ctx, const Packed& weights, int act_dtype, int out_dtype, int layout, int epilogue, int32_t m,
-         int32_t block_size, int32_t a_row_divisor, uint32_t rows_per_expert_hint, const Array& a_rows, int64_t lda,
-         MutableArray c, int64_t ldc, nb::handle sorted_token_ids, nb::handle expert_ids,
-         nb::handle num_tokens_post_pad, nb::handle expert_offsets, nb::handle expert_counts,
-         nb::handle topk_weights, nb::handle workspace, uintptr_t stream) {
-        moejit_grouped_gemm_args_t a = gemm_args(
-            ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size, a_row_divisor, rows_per_expert_hint});
+         int32_t block_size, int32_t a_row_divisor, uint32_t rows_per_expert_hint, int act_scale, const Array& a_rows,
+         int64_t lda, nb::handle a_scales, int64_t a_scale_ld, MutableArray c, int64_t ldc,
+         nb::handle sorted_token_ids, nb::handle expert_ids, nb::handle num_tokens_post_pad,
+         nb::handle expert_offsets, nb::handle expert_counts, nb::handle topk_weights, nb::handle workspace,
+         uintptr_t stream) {
+        moejit_grouped_gemm_args_t a = gemm_args(ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size,
+                                                       a_row_divisor, rows_per_expert_hint, act_scale});
         const Memory& mem = ctx.memory();
         a.a = data_of(a_rows, "a", mem);
         a.lda = lda;
+        a.a_scales = static_cast<const float*>(optional_data_of(a_scales, "a_scales", mem));
+        a.a_scale_ld = a_scale_ld;
         a.c = data_of(c, "c", mem);
         a.ldc = ldc;
         a.sorted_token_ids = static_cast<const int32_t*>(optional_data_of(sorted_token_ids, "sorted_token_ids", mem));
@@ -145,7 +157,8 @@ void bind_ops(nb::module_& m) {
       },
       nb::arg("ctx"), nb::arg("weights"), nb::arg("act_dtype"), nb::arg("out_dtype"), nb::arg("layout"),
       nb::arg("epilogue"), nb::arg("m"), nb::arg("block_size"), nb::arg("a_row_divisor"),
-      nb::arg("rows_per_expert_hint"), nb::arg("a"), nb::arg("lda"), nb::arg("c"), nb::arg("ldc"),
+      nb::arg("rows_per_expert_hint"), nb::arg("act_scale"), nb::arg("a"), nb::arg("lda"),
+      nb::arg("a_scales").none(), nb::arg("a_scale_ld"), nb::arg("c"), nb::arg("ldc"),
       nb::arg("sorted_token_ids").none(), nb::arg("expert_ids").none(), nb::arg("num_tokens_post_pad").none(),
       nb::arg("expert_offsets").none(), nb::arg("expert_counts").none(), nb::arg("topk_weights").none(),
       nb::arg("workspace").none(), nb::arg("stream"));

@@ -54,6 +54,7 @@ moejit_model_desc_t model_desc(const nb::dict& model) {
   u32("tensor_parallel", d.tensor_parallel);
   u32("expert_parallel", d.expert_parallel);
   u32("max_tokens", d.max_tokens);
+  enumeration("act_scale", d.act_scale);
   return d;
 }
 
