@@ -1,6 +1,6 @@
 // Prints the grouped-GEMM compile matrix as a Markdown table (for the README): registers,
 // spills and shared memory of every tile configuration on every target, for the two format
-// corners the compile-matrix test checks.
+// corners the compile-matrix test checks, and their W4A8 forms (e4m3 activations, sm_89 and newer).
 
 #include <cstdio>
 #include <filesystem>
@@ -32,13 +32,20 @@ int main() {
     DType scale, act;
     std::uint32_t group;
     Epilogue epilogue;
+    ActScale act_scale = ActScale::none;
   };
-  const Corner corners[] = {{"mxfp4 / bf16 act / store", WeightFormat::mxfp4, DType::e8m0, DType::bf16, 32, Epilogue::none},
-                            {"int4 asym g128 / f16 act / silu_and_mul", WeightFormat::int4_asym, DType::f16, DType::f16,
-                             128, Epilogue::silu_and_mul}};
+  const Corner corners[] = {
+      {"mxfp4 / bf16 act / store", WeightFormat::mxfp4, DType::e8m0, DType::bf16, 32, Epilogue::none},
+      {"int4 asym g128 / f16 act / silu_and_mul", WeightFormat::int4_asym, DType::f16, DType::f16, 128,
+       Epilogue::silu_and_mul},
+      {"mxfp4 / e4m3 act, token scales / store", WeightFormat::mxfp4, DType::e8m0, DType::e4m3, 32, Epilogue::none,
+       ActScale::token},
+      {"int4 asym g128 / e4m3 act, block128 scales / silu_and_mul", WeightFormat::int4_asym, DType::f16, DType::e4m3,
+       128, Epilogue::silu_and_mul, ActScale::block128}};
   std::vector<std::pair<std::string, std::future<Result<Resolution>>>> rows;
   for (const Corner& c : corners)
-    for (Arch arch : default_target_archs())
+    for (Arch arch : default_target_archs()) {
+      if (c.act == DType::e4m3 && arch_info(arch).sm < 89) continue;  // no e4m3 mma before sm_89
       for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group)) {
         KernelSpec s{};
         s.op = Op::grouped_gemm;
@@ -47,6 +54,7 @@ int main() {
         s.weight = c.weight;
         s.scale = c.scale;
         s.act = c.act;
+        s.act_scale = c.act_scale;
         s.out = DType::bf16;
         s.layout = Layout::indexed;
         s.epilogue = c.epilogue;
@@ -59,6 +67,7 @@ int main() {
                                         tile.bk, tile.stages, tile.warps, to_string(arch));
         rows.emplace_back(label, (*resolver)->resolve_async(s));
       }
+    }
   std::printf("| format | tile (bm x bn x bk) | arch | registers | spill bytes | shared bytes |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (auto& [label, f] : rows) {
