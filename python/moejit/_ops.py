@@ -38,6 +38,11 @@ def _check_scales(scales, name: str, rows: int, k: int, act_scale: int) -> int:
     return k // 128
 
 
+def _default_out(act_dtype: str) -> str:
+    """The output dtype when none is given: the activations', bf16 for e4m3 ones."""
+    return "bf16" if act_dtype == "e4m3" else act_dtype
+
+
 def _activation(activation: str) -> int:
     code = lookup(EPILOGUES, activation, "activation")
     if code not in (EPILOGUES["silu"], EPILOGUES["swiglu_oai"]):
@@ -58,7 +63,7 @@ def fused_moe_workspace_size(ctx: Context, w13: PackedWeights, w2: PackedWeights
     _check_weights(w2, "w2")
     scale = _act_scale(w13, act_scale, act_dtype)
     return _core.fused_moe_workspace_size(ctx._core, w13._packed, w2._packed, lookup(DTYPES, act_dtype, "act_dtype"),
-                                          lookup(DTYPES, out_dtype or ("bf16" if act_dtype == "e4m3" else act_dtype),
+                                          lookup(DTYPES, out_dtype or _default_out(act_dtype),
                                                  "out_dtype"),
                                           _activation(activation), int(tokens), int(topk), int(global_experts),
                                           int(max_tokens), scale)
@@ -109,7 +114,7 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
             raise invalid(f"argument 'expert_map' has shape {list(expert_map.shape)}: expected [{global_experts}] "
                           "(global_experts)")
     if output is None:
-        output = _arrays.empty(hidden, (tokens, w2.n), out_dtype or ("bf16" if act_dtype == "e4m3" else act_dtype),
+        output = _arrays.empty(hidden, (tokens, w2.n), out_dtype or _default_out(act_dtype),
                                device=ctx.memory)
     _arrays.check(output, "output", (out_dtype,) if out_dtype else _OUT_DTYPES, (tokens, w2.n))
     out_dtype = _arrays.dtype_name(output)
@@ -214,10 +219,6 @@ def grouped_gemm_workspace_size(ctx: Context, weights: PackedWeights, a, *, layo
                                              lookup(DTYPES, out_dtype or _default_out(act_dtype), "out_dtype"),
                                              layout_code, epilogue_code, m, int(block_size), int(a_row_divisor),
                                              int(rows_per_expert_hint), scale)
-
-
-def _default_out(act_dtype: str) -> str:
-    return "bf16" if act_dtype == "e4m3" else act_dtype
 
 
 def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilogue: str = "none", c=None,

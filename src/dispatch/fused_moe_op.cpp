@@ -31,8 +31,22 @@ bool quantizes_hidden(const FusedMoeRequest& r) { return is_fp8(r) && r.act != D
 // for W4A8 (its range covers what the quantization is given, and f16's extra bits would be
 // lost to e4m3 anyway).
 DType row_dtype(const FusedMoeRequest& r) { return is_fp8(r) ? DType::bf16 : r.act; }
-// f32 scales per row of `k` values.
+// f32 scales per row of `k` values, and their stride between rows (0 for one per row).
 std::uint64_t scales_per_row(ActScale s, std::uint32_t k) { return s == ActScale::block128 ? k / 128 : 1; }
+std::int64_t scale_stride(ActScale s, std::uint32_t k) { return s == ActScale::block128 ? k / 128 : 0; }
+
+// Quantizes `rows` rows of `n` 16-bit values at `in` to e4m3 at `out`, scales at `scales`.
+Status run_quantize(OpContext& ctx, const KernelSpec& spec, const void* in, void* out, void* scales, std::int32_t rows,
+                    std::int64_t rows_per_expert, const char* what, void* stream) {
+  ActQuantizeParams q{};
+  q.in = in;
+  q.out = out;
+  q.scales = static_cast<float*>(scales);
+  q.ld_in = q.ld_out = spec.n;
+  q.scale_ld = scale_stride(spec.act_scale, spec.n);
+  q.rows = rows;
+  return run_kernel(ctx, spec, act_quantize_grid(rows), &q, sizeof q, stream, Decision{what, rows, rows_per_expert});
+}
 
 // Where each intermediate lives in the workspace. The routing and activation regions are sized
 // for max_tokens and every block size, so one workspace serves every T up to max_tokens (graph
@@ -373,28 +387,20 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   b.up_a = r.hidden;
   b.down_a = b.intermediate;
   if (is_fp8(r)) {
-    const std::uint32_t inter = r.w2.k;
     b.up_scales = r.hidden_scales;
     b.up_scale_ld = r.act_scale == ActScale::block128 ? r.hidden_scale_ld : 0;
     b.down_a = ws + l.intermediate_q;
     b.down_scales = reinterpret_cast<const float*>(ws + l.intermediate_scales);
-    b.down_scale_ld = r.act_scale == ActScale::block128 ? inter / 128 : 0;
+    b.down_scale_ld = scale_stride(r.act_scale, r.w2.k);
   }
 
   // 2. W4A8 with 16-bit hidden states: quantize them.
   if (quantizes_hidden(r)) {
-    ActQuantizeParams q{};
-    q.in = r.hidden;
-    q.out = ws + l.hidden_q;
-    q.scales = reinterpret_cast<float*>(ws + l.hidden_scales);
-    q.ld_in = q.ld_out = hidden;
-    q.scale_ld = r.act_scale == ActScale::block128 ? hidden / 128 : 0;
-    q.rows = r.tokens;
-    MOEJIT_TRY(run_kernel(ctx, specs.quantize_hidden, act_quantize_grid(q.rows), &q, sizeof q, stream,
-                          Decision{"fused_moe quantize hidden", r.tokens, rows_per_expert}));
-    b.up_a = q.out;
-    b.up_scales = q.scales;
-    b.up_scale_ld = q.scale_ld;
+    MOEJIT_TRY(run_quantize(ctx, specs.quantize_hidden, r.hidden, ws + l.hidden_q, ws + l.hidden_scales, r.tokens,
+                            rows_per_expert, "fused_moe quantize hidden", stream));
+    b.up_a = ws + l.hidden_q;
+    b.up_scales = reinterpret_cast<const float*>(ws + l.hidden_scales);
+    b.up_scale_ld = scale_stride(r.act_scale, hidden);
   }
 
   // 3-4. Gate/up projection with the activation (for W4A8 then its output quantized), then the
@@ -410,15 +416,9 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   if (is_fp8(r)) {
     // Every pair row is quantized, computed or not (rows of experts on other ranks hold stale
     // bytes; no GEMM reads their quantized copies, and the reduction skips their pairs).
-    ActQuantizeParams q{};
-    q.in = b.intermediate;
-    q.out = ws + l.intermediate_q;
-    q.scales = reinterpret_cast<float*>(ws + l.intermediate_scales);
-    q.ld_in = q.ld_out = r.w2.k;
-    q.scale_ld = b.down_scale_ld;
-    q.rows = numel;
-    MOEJIT_TRY(run_kernel(ctx, specs.quantize_intermediate, act_quantize_grid(q.rows), &q, sizeof q, stream,
-                          Decision{"fused_moe quantize intermediate", numel, rows_per_expert}));
+    MOEJIT_TRY(run_quantize(ctx, specs.quantize_intermediate, b.intermediate, ws + l.intermediate_q,
+                            ws + l.intermediate_scales, numel, rows_per_expert, "fused_moe quantize intermediate",
+                            stream));
   }
   MOEJIT_TRY(run_grouped_gemm(ctx, gemms.down, stream));
 

@@ -60,15 +60,16 @@ struct BlockScaleSelect {
   u32 byte_a, thread_a, byte_b, thread_b;
 };
 
+// k32 places its bytes as the e4m3 mma does (common/mma.cuh); k64 places nibbles.
 constexpr RowCol block_scale_a_position(BlockScaleKind kind, u32 lane, u32 i) {
+  if (kind != BlockScaleKind::mxf4) return mma_a_position(MmaInput::e4m3, lane, i);
   const u32 g = lane / 4, t = lane % 4;
-  if (kind == BlockScaleKind::mxf4) return {g + 8 * ((i / 8) % 2), 8 * t + i % 8 + 32 * (i / 16)};
-  return {g + 8 * ((i / 4) % 2), 4 * t + i % 4 + 16 * (i / 8)};
+  return {g + 8 * ((i / 8) % 2), 8 * t + i % 8 + 32 * (i / 16)};
 }
 constexpr RowCol block_scale_b_position(BlockScaleKind kind, u32 lane, u32 i) {
+  if (kind != BlockScaleKind::mxf4) return mma_b_position(MmaInput::e4m3, lane, i);
   const u32 g = lane / 4, t = lane % 4;
-  if (kind == BlockScaleKind::mxf4) return {8 * t + i % 8 + 32 * (i / 8), g};
-  return {4 * t + i % 4 + 16 * (i / 4), g};
+  return {8 * t + i % 8 + 32 * (i / 8), g};
 }
 
 // The lane whose scale register scales row `row` of A / column `col` of B.
@@ -114,12 +115,21 @@ inline void block_scale_mma_lane(BlockScaleKind kind, BlockScaleSelect sel, cons
 
 }  // namespace twin
 
+// The host executor's warp: every lane's operands, then the twin.
+MOEJIT_DEVICE void block_scale_mma_host(twin::BlockScaleKind kind, twin::BlockScaleSelect sel, float (&d)[4],
+                                        const u32 (&a)[4], const u32 (&b)[2], const float (&c)[4], u32 scale_a,
+                                        u32 scale_b) {
+  twin::BlockScaleLane mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}, scale_a, scale_b};
+  twin::BlockScaleLane lanes[32];
+  static_assert(sizeof(twin::BlockScaleLane) <= host::kMaxExchangeBytes);
+  moejit_host_runtime->warp_exchange(0xffffffffu, &mine, lanes, sizeof mine);
+  twin::block_scale_mma_lane(kind, sel, lanes, lane_id(), d);
+}
+
 #endif
 
-#if MOEJIT_TARGET_DEVICE
-
 // The native instructions exist on sm_120a and sm_121a only (__CUDA_ARCH_SPECIFIC__ 1200 / 1210);
-// other targets trap, and kernels take these paths only for those two.
+// other device targets trap, and kernels take these paths only for those two.
 #if defined(__CUDA_ARCH_SPECIFIC__) && (__CUDA_ARCH_SPECIFIC__ == 1200 || __CUDA_ARCH_SPECIFIC__ == 1210)
 #define MOEJIT_HAS_BLOCK_SCALE_MMA 1
 #else
@@ -131,7 +141,10 @@ template <u32 kByteA, u32 kThreadA, u32 kByteB, u32 kThreadB>
 MOEJIT_DEVICE void mma_m16n8k32_e4m3_e2m1_block_scale(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
                                                       const float (&c)[4], u32 scale_a, u32 scale_b) {
   static_assert(kByteA < 4 && kThreadA < 2 && kByteB < 4 && kThreadB < 4, "1X selectors: byte 0..3, thread A 0..1, B 0..3");
-#if MOEJIT_HAS_BLOCK_SCALE_MMA
+#if MOEJIT_TARGET_HOST
+  block_scale_mma_host(twin::BlockScaleKind::mxf8f6f4_e4m3_e2m1, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c,
+                       scale_a, scale_b);
+#elif MOEJIT_HAS_BLOCK_SCALE_MMA
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1.f32.ue8m0 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
@@ -150,7 +163,9 @@ MOEJIT_DEVICE void mma_m16n8k64_e2m1_block_scale(float (&d)[4], const u32 (&a)[4
                                                  const float (&c)[4], u32 scale_a, u32 scale_b) {
   static_assert((kByteA == 0 || kByteA == 2) && kThreadA < 2 && (kByteB == 0 || kByteB == 2) && kThreadB < 4,
                 "2X selectors: byte 0 or 2, thread A 0..1, B 0..3");
-#if MOEJIT_HAS_BLOCK_SCALE_MMA
+#if MOEJIT_TARGET_HOST
+  block_scale_mma_host(twin::BlockScaleKind::mxf4, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c, scale_a, scale_b);
+#elif MOEJIT_HAS_BLOCK_SCALE_MMA
   asm volatile(
       "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
@@ -161,35 +176,5 @@ MOEJIT_DEVICE void mma_m16n8k64_e2m1_block_scale(float (&d)[4], const u32 (&a)[4
   trap("mma.kind::mxf4.block_scale needs sm_120a or sm_121a");
 #endif
 }
-
-#else
-
-MOEJIT_DEVICE void block_scale_mma_host(twin::BlockScaleKind kind, twin::BlockScaleSelect sel, float (&d)[4],
-                                        const u32 (&a)[4], const u32 (&b)[2], const float (&c)[4], u32 scale_a,
-                                        u32 scale_b) {
-  twin::BlockScaleLane mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}, scale_a, scale_b};
-  twin::BlockScaleLane lanes[32];
-  static_assert(sizeof(twin::BlockScaleLane) <= host::kMaxExchangeBytes);
-  moejit_host_runtime->warp_exchange(0xffffffffu, &mine, lanes, sizeof mine);
-  twin::block_scale_mma_lane(kind, sel, lanes, lane_id(), d);
-}
-
-template <u32 kByteA, u32 kThreadA, u32 kByteB, u32 kThreadB>
-MOEJIT_DEVICE void mma_m16n8k32_e4m3_e2m1_block_scale(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                                      const float (&c)[4], u32 scale_a, u32 scale_b) {
-  static_assert(kByteA < 4 && kThreadA < 2 && kByteB < 4 && kThreadB < 4, "1X selectors: byte 0..3, thread A 0..1, B 0..3");
-  block_scale_mma_host(twin::BlockScaleKind::mxf8f6f4_e4m3_e2m1, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c,
-                       scale_a, scale_b);
-}
-
-template <u32 kByteA, u32 kThreadA, u32 kByteB, u32 kThreadB>
-MOEJIT_DEVICE void mma_m16n8k64_e2m1_block_scale(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                                 const float (&c)[4], u32 scale_a, u32 scale_b) {
-  static_assert((kByteA == 0 || kByteA == 2) && kThreadA < 2 && (kByteB == 0 || kByteB == 2) && kThreadB < 4,
-                "2X selectors: byte 0 or 2, thread A 0..1, B 0..3");
-  block_scale_mma_host(twin::BlockScaleKind::mxf4, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c, scale_a, scale_b);
-}
-
-#endif
 
 }  // namespace moejit::prim
