@@ -1,6 +1,6 @@
 // Block-scaled mma.sync (templates/common/mma_block_scale.cuh): the host twin lane by lane
 // against matrices placed into the fragments by the PTX ISA's tables, written out here again
-// (m16n8k32 kind::mxf8f6f4 with e4m3 x e2m1, m16n8k64 kind::mxf4 with e2m1 x e2m1), with every
+// (m16n8k32 kind::mxf8f6f4 with e4m3 x e2m1 and e4m3 x e4m3, m16n8k64 kind::mxf4 with e2m1 x e2m1), with every
 // selector value and garbage in the lanes and bytes the selectors do not name; and the
 // primitives lowered by NVRTC: the instructions on sm_120a and sm_121a, a trap elsewhere.
 
@@ -66,15 +66,19 @@ void c_index(u32 lane, u32 i, u32& row, u32& col) {
 // lower lane scales row groupID and upper lane row groupID + 8; thread-id-b picks the lane of the
 // quad that scales column groupID; byte-id picks the byte, 2X the byte pair, k 0..31 first), and
 // random bytes everywhere else.
-void check_block_scale(bool k64, twin::BlockScaleSelect sel, std::mt19937& rng) {
+// A random finite e4m3 byte (not 0x7f / 0xff, the NaNs).
+u32 finite_e4m3(std::mt19937& rng) { return static_cast<u32>((rng() & 0x7e) | (rng() & 0x80)); }
+
+void check_block_scale(twin::BlockScaleKind kind, twin::BlockScaleSelect sel, std::mt19937& rng) {
+  const bool k64 = kind == twin::BlockScaleKind::mxf4, b_e4m3 = kind == twin::BlockScaleKind::mxf8f6f4_e4m3_e4m3;
   const Layout layout{k64};
   const u32 K = layout.k(), blocks = k64 ? 2 : 1;
   u32 a[16][64], b[64][8], sa[16][2], sb[2][8];
   float c[16][8];
   for (auto& row : a)
-    for (auto& v : row) v = k64 ? rng() % 16 : static_cast<u32>((rng() & 0x7e) | (rng() & 0x80));  // finite codes
+    for (auto& v : row) v = k64 ? rng() % 16 : finite_e4m3(rng);
   for (auto& row : b)
-    for (auto& v : row) v = rng() % 16;
+    for (auto& v : row) v = b_e4m3 ? finite_e4m3(rng) : rng() % 16;
   for (auto& row : sa)
     for (auto& v : row) v = 118 + rng() % 20;
   for (auto& row : sb)
@@ -94,8 +98,8 @@ void check_block_scale(bool k64, twin::BlockScaleSelect sel, std::mt19937& rng) 
     for (u32 i = 0; i < 2 * layout.per_reg(); ++i) {
       u32 r, col;
       layout.b(l, i, r, col);
-      // mxf8f6f4: the e2m1 value in the middle four bits of its byte.
-      x.b[i / layout.per_reg()] |= k64 ? b[r][col] << (4 * (i % 8)) : b[r][col] << (8 * (i % 4) + 2);
+      // mxf8f6f4: an e4m3 byte, or the e2m1 value in the middle four bits of its byte.
+      x.b[i / layout.per_reg()] |= k64 ? b[r][col] << (4 * (i % 8)) : b[r][col] << (8 * (i % 4) + (b_e4m3 ? 0 : 2));
     }
     for (u32 i = 0; i < 4; ++i) {
       u32 r, col;
@@ -121,7 +125,6 @@ void check_block_scale(bool k64, twin::BlockScaleSelect sel, std::mt19937& rng) 
       }
   }
 
-  const twin::BlockScaleKind kind = k64 ? twin::BlockScaleKind::mxf4 : twin::BlockScaleKind::mxf8f6f4_e4m3_e2m1;
   for (u32 l = 0; l < 32; ++l) {
     float d[4];
     twin::block_scale_mma_lane(kind, sel, lanes, l, d);
@@ -131,7 +134,8 @@ void check_block_scale(bool k64, twin::BlockScaleSelect sel, std::mt19937& rng) 
       double expected = c[r][col];
       for (u32 kk = 0; kk < K; ++kk) {
         const double av = k64 ? e2m1(a[r][kk]) : prim::twin::e4m3_to_f32(static_cast<u8>(a[r][kk]));
-        expected += av * e8m0(sa[r][kk / 32]) * e2m1(b[kk][col]) * e8m0(sb[kk / 32][col]);
+        const double bv = b_e4m3 ? prim::twin::e4m3_to_f32(static_cast<u8>(b[kk][col])) : e2m1(b[kk][col]);
+        expected += av * e8m0(sa[r][kk / 32]) * bv * e8m0(sb[kk / 32][col]);
       }
       CAPTURE(l);
       CAPTURE(i);
@@ -152,8 +156,9 @@ TEST_CASE("block-scaled mma twins: every lane's D from the PTX fragment and scal
         CAPTURE(byte);
         CAPTURE(ta);
         CAPTURE(tb);
-        check_block_scale(false, {byte, ta, 3 - byte, tb}, rng);
-        if (byte % 2 == 0) check_block_scale(true, {byte, ta, 2 - byte, tb}, rng);
+        check_block_scale(twin::BlockScaleKind::mxf8f6f4_e4m3_e2m1, {byte, ta, 3 - byte, tb}, rng);
+        check_block_scale(twin::BlockScaleKind::mxf8f6f4_e4m3_e4m3, {3 - byte, ta, byte, tb}, rng);
+        if (byte % 2 == 0) check_block_scale(twin::BlockScaleKind::mxf4, {byte, ta, 2 - byte, tb}, rng);
       }
 }
 
@@ -191,10 +196,11 @@ MOEJIT_GLOBAL void block_scale_mma(hosttest::Params p) {
   const u32 a[4] = {in[0], in[1], in[2], in[3]};
   const u32 b[2] = {in[4], in[5]};
   const float c[4] = {0, 0, 0, 0};
-  float d[4], e[4];
+  float d[4], e[4], f[4];
   mma_m16n8k32_e4m3_e2m1_block_scale<1, 1, 2, 3>(d, a, b, c, in[6], in[7]);
   mma_m16n8k64_e2m1_block_scale<2, 0, 0, 1>(e, a, b, d, in[6], in[7]);
-  for (u32 i = 0; i < 4; ++i) p.out[thread_x() * 4 + i] = __float_as_uint(e[i]);
+  mma_m16n8k32_e4m3_e4m3_block_scale<3, 0, 1, 2>(f, a, b, e, in[6], in[7]);
+  for (u32 i = 0; i < 4; ++i) p.out[thread_x() * 4 + i] = __float_as_uint(f[i]);
 }
 
 }  // namespace moejit::kernels
@@ -238,6 +244,7 @@ TEST_CASE("block-scaled mma lowers to the instructions on sm_120a and sm_121a an
     REQUIRE_MESSAGE(ptx.ok(), ptx.status().message());
     const bool native = arch == Arch::sm_120a || arch == Arch::sm_121a;
     CHECK(contains(*ptx, "kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1.f32.ue8m0") == native);
+    CHECK(contains(*ptx, "kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0") == native);
     CHECK(contains(*ptx, "kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0") == native);
     CHECK(contains(*ptx, "trap;") == !native);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Warp-level MMA with block scaling (sm_120a / sm_121a). PTX ISA (8.7+, "Block Scaling for
 // mma.sync" and the m16n8k32 / m16n8k64 fragment sections):
-//   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1.f32.ue8m0
+//   mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.{e2m1,e4m3}.f32.ue8m0
 //   mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0
 // D (16x8, f32) = (A * scale_A) (B * scale_B) + C, with ue8m0 scales (2^(e - 127), 0xFF NaN):
 // one per row of A and per column of B for k32 (1X), one per row or column and 32 k for k64 (2X).
@@ -9,7 +9,7 @@
 //   k32 A: 4 registers of 4 bytes (e4m3), element i = 4 * reg + byte:
 //     row = g + 8 * ((i / 4) % 2), col = 4t + i % 4 + 16 * (i / 8)
 //   k32 B: 2 registers of 4 bytes, element i: row (k) = 4t + i % 4 + 16 * (i / 4), col = g;
-//     each e2m1 value sits in bits 2..5 of its byte (the 8-bit container; the other bits 0)
+//     e4m3 bytes, or e2m1 values in bits 2..5 of their byte (the 8-bit container; the other bits 0)
 //   k64 A: 4 registers of 8 nibbles (e2m1, element 0 in the low nibble), element i = 8 * reg + nibble:
 //     row = g + 8 * ((i / 8) % 2), col = 8t + i % 8 + 32 * (i / 16)
 //   k64 B: 2 registers of 8 nibbles, element i: row (k) = 8t + i % 8 + 32 * (i / 8), col = g
@@ -46,7 +46,7 @@ inline double ue8m0_value(u32 code) {
   return __builtin_bit_cast(double, static_cast<u64>(e - 127 + 1023) << 52);
 }
 
-enum class BlockScaleKind : u32 { mxf8f6f4_e4m3_e2m1, mxf4 };
+enum class BlockScaleKind : u32 { mxf8f6f4_e4m3_e2m1, mxf8f6f4_e4m3_e4m3, mxf4 };
 
 // One lane's operands.
 struct BlockScaleLane {
@@ -95,7 +95,10 @@ inline void block_scale_mma_lane(BlockScaleKind kind, BlockScaleSelect sel, cons
       const RowCol p = block_scale_b_position(kind, q, i);
       if (p.col / 2 != t) continue;
       const u32 reg = lanes[q].b[i / per_reg];
-      b[p.col % 2][p.row] = e2m1_value(reg >> (k64 ? 4 * (i % 8) : 8 * (i % 4) + 2));
+      if (kind == BlockScaleKind::mxf8f6f4_e4m3_e4m3)
+        b[p.col % 2][p.row] = e4m3_to_f32(static_cast<u8>(reg >> (8 * (i % 4))));
+      else
+        b[p.col % 2][p.row] = e2m1_value(reg >> (k64 ? 4 * (i % 8) : 8 * (i % 4) + 2));
     }
   }
   for (u32 i = 0; i < 4; ++i) {
@@ -147,6 +150,27 @@ MOEJIT_DEVICE void mma_m16n8k32_e4m3_e2m1_block_scale(float (&d)[4], const u32 (
 #elif MOEJIT_HAS_BLOCK_SCALE_MMA
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1.f32.ue8m0 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]), "r"(scale_a), "r"(scale_b), "n"(kByteA), "n"(kThreadA), "n"(kByteB), "n"(kThreadB));
+#else
+  trap("mma.kind::mxf8f6f4.block_scale needs sm_120a or sm_121a");
+#endif
+}
+
+// e4m3 A x e4m3 B, one ue8m0 scale per row of A and column of B: the same instruction kind and
+// rate as e4m3 x e2m1, for B registers already in e4m3 (the grouped GEMM's a8 weight order).
+template <u32 kByteA, u32 kThreadA, u32 kByteB, u32 kThreadB>
+MOEJIT_DEVICE void mma_m16n8k32_e4m3_e4m3_block_scale(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
+                                                      const float (&c)[4], u32 scale_a, u32 scale_b) {
+  static_assert(kByteA < 4 && kThreadA < 2 && kByteB < 4 && kThreadB < 4, "1X selectors: byte 0..3, thread A 0..1, B 0..3");
+#if MOEJIT_TARGET_HOST
+  block_scale_mma_host(twin::BlockScaleKind::mxf8f6f4_e4m3_e4m3, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c,
+                       scale_a, scale_b);
+#elif MOEJIT_HAS_BLOCK_SCALE_MMA
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
