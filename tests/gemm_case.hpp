@@ -55,6 +55,7 @@ struct GemmCase {
   std::uint16_t split_k = 1;
   bool bias = false;
   bool drop_blocks = false;          // indexed: mark some blocks' expert -1 (expert parallelism)
+  int a_exponent_shift = 0;          // e4m3: rows' magnitudes times 2^shift (extreme f32 scales)
   // Edits the logical weights after quantization (edge scale bytes).
   std::function<void(quant::QuantizedWeights&)> edit;
 };
@@ -287,7 +288,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
     std::vector<float> row(c.k);
     for (std::size_t r = 0; r * lda < a_count; ++r) {
       // Rows of different magnitudes, so that a wrong row's scale shows.
-      const float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 4);
+      const float magnitude = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 4 + c.a_exponent_shift);
       for (auto& v : row) v = adist(rng) * magnitude;
       for (std::uint32_t b = 0; b < c.k / block; ++b) {
         float amax = 0.0f;

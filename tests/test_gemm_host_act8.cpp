@@ -2,7 +2,8 @@
 // computed from the quantized inputs (e4m3 value times its f32 scale): every weight format x
 // activation-scale granularity x MoE layout x epilogue, INT4 group sizes against the 128-k
 // activation blocks, every A-row width the tile can have (bk 32, 64, 128: 2, 4 and 8 chunks of
-// 16 bytes), split-K, E8M0 edge bytes and edge row counts.
+// 16 bytes), split-K, E8M0 edge bytes and edge row counts; and the MXFP4 path of sm_120a and
+// sm_121a, whose block-scaled mma's take the scales themselves.
 
 #include <doctest/doctest.h>
 
@@ -147,5 +148,71 @@ TEST_CASE("host grouped GEMM W4A8: both mma paths, e4m3 (sm_89, sm_120a kernels)
       ++i;
       run_gemm_case(*resolver, host, c, fresh_seed());
     }
+  }
+}
+
+TEST_CASE("host grouped GEMM W4A8: MXFP4 through block-scaled mma's (sm_120a, sm_121a): layouts, epilogues, tiles, "
+          "E8M0 edges at every lane, extreme activation scales, split-K") {
+  // The weights' E8M0 bytes go to the mma as its B scales (byte w of lane 4g's word: column g of
+  // n8 tile w) and each activation scale's exponent as its A scale (lanes 4g, 4g + 1: rows g,
+  // g + 8 of every m16 tile); the twin applies them lane by lane as the PTX ISA lays them out.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  const GemmFormat mxfp4{WeightFormat::mxfp4, DType::e8m0, 32};
+  int i = 0;
+  for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
+    CAPTURE(to_string(arch));
+    HostLauncher host(arch);
+    for (const GemmCase& c : act8_matrix(mxfp4)) run_gemm_case(*resolver, host, c, fresh_seed());
+    // Edge bytes at every column position of a strip, and in every k block.
+    std::vector<GemmCase> edges = edge_scale_lane_cases();
+    for (GemmCase c : edge_scale_cases()) edges.push_back(c);
+    for (GemmCase c : edges) {
+      c.act = DType::e4m3;
+      c.act_scale = i++ % 2 == 0 ? ActScale::token : ActScale::block128;
+      run_gemm_case(*resolver, host, c, fresh_seed());
+    }
+  }
+  HostLauncher host(Arch::sm_120a);
+  // Several m16 tiles per warp (rows past 16 take their scales from the same lanes, next tile),
+  // several strips per warp, two and eight A chunks per row.
+  for (const dispatch::TileConfig tile : {dispatch::TileConfig{64, 128, 64, 3, 4}, dispatch::TileConfig{32, 64, 128, 3, 2},
+                                          dispatch::TileConfig{16, 64, 32, 3, 1}})
+    for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
+      GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, act_scale);
+      c.tile = tile;
+      c.tokens = static_cast<std::int32_t>(tile.bm) + 5;
+      c.out = DType::f32;
+      run_gemm_case(*resolver, host, c, fresh_seed());
+    }
+  // Activation scales that are f32 subnormals (rows near 2^-120: the A scale byte is 0, 2^-127,
+  // and the remainder carries the rest) and near 2^100.
+  for (int shift : {-120, 100})
+    for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
+      CAPTURE(shift);
+      GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, act_scale);
+      c.a_exponent_shift = shift;
+      c.out = DType::f32;
+      c.layout = Layout::contiguous;
+      run_gemm_case(*resolver, host, c, fresh_seed());
+    }
+  // Split-K: 4 splits of 5 stages of 64 k, boundaries at k 320 and 960 inside 128-k blocks;
+  // run twice.
+  for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
+    GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, act_scale);
+    c.k = 1280;
+    c.split_k = 4;
+    c.out = DType::f32;
+    c.tokens = 9;
+    const std::uint32_t seed = fresh_seed();
+    auto first = run_gemm_case(*resolver, host, c, seed);
+    auto second = run_gemm_case(*resolver, host, c, seed);
+    CHECK(first.output == second.output);
+  }
+  for (std::int32_t rows : {0, 1, 7}) {
+    GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, ActScale::token);
+    c.tokens = rows;
+    c.topk = 1;
+    run_gemm_case(*resolver, host, c, fresh_seed());
   }
 }

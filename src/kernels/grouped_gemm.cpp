@@ -141,6 +141,12 @@ Status gemm_check(const KernelSpec& s) {
   return {};
 }
 
+// sm_120a and sm_121a (the `a` forms only) have mma.sync with ue8m0 block scales.
+bool has_block_scale_mma(Arch arch) {
+  const ArchInfo& info = arch_info(arch);
+  return info.arch_specific && (info.sm == 120 || info.sm == 121);
+}
+
 std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
   auto n = [](auto v) { return std::to_string(static_cast<std::uint64_t>(v)); };
   return {{"int", "weight", n(s.weight)},        {"int", "scale", n(s.scale)},
@@ -153,7 +159,8 @@ std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
           {"unsigned", "bk", n(s.bk)},           {"unsigned", "stages", n(s.stages)},
           {"unsigned", "warps", n(s.warps)},     {"unsigned", "warps_m", n(warps_along_m(s))},
           {"unsigned", "split_k", n(s.split_k)}, {"int", "pinned_m", n(s.m)},
-          {"unsigned", "sm", n(arch_info(s.arch).sm)}};
+          {"unsigned", "sm", n(arch_info(s.arch).sm)},
+          {"bool", "block_scale_mma", has_block_scale_mma(s.arch) ? "true" : "false"}};
 }
 
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }

@@ -32,6 +32,7 @@
 #include "common/math.cuh"
 #include "common/memory.cuh"
 #include "common/mma.cuh"
+#include "common/mma_block_scale.cuh"
 #include "common/sync.cuh"
 #include "common/warp.cuh"
 #include "gemm/dequant.cuh"
@@ -55,9 +56,13 @@ struct GemmShape {
   static constexpr bool kE4m3ViaF16 = kAct8 && (Spec::sm == 90 || Spec::sm == 100 || Spec::sm == 103);
   static constexpr bool kActScaleBlock = kAct8 && Spec::act_scale == kernel_enum::act_scale_block128;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
+  static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
+  // sm_120a / sm_121a with MXFP4 weights and e4m3 activations: the mma applies the weights' E8M0
+  // bytes itself (kind::mxf8f6f4.block_scale, common/mma_block_scale.cuh), with the exponent of
+  // each activation scale as its A scale; no f32 scaling per 32 k.
+  static constexpr bool kBlockScaleMma = kAct8 && kMxfp4 && Spec::block_scale_mma;
   static constexpr u32 kKStages = K / BK;  // stages of the whole K; a split takes a run of them
   static constexpr bool kAsym = Spec::weight == kernel_enum::int4_asym;
-  static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
   static constexpr u32 kScaleBytes = Spec::scale == kernel_enum::e8m0 ? 1 : 2;
   static constexpr u32 kScaleRows = gemm_scale_rows(BK, G);
   static constexpr u32 kABytes = BM * BK * kActBytes, kBBytes = BN * BK / 2;
@@ -67,8 +72,9 @@ struct GemmShape {
       Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
   static constexpr gemm::Half kHalf = Spec::act == kernel_enum::f16 ? gemm::Half::f16 : gemm::Half::bf16;
   // The k run whose products are summed before they are scaled in f32: the weights' scale
-  // group, cut at every 128 k when the activations are scaled per 128 k.
-  static constexpr u32 kFlush = kActScaleBlock && G > 128 ? 128 : G;
+  // group, cut at every 128 k when the activations are scaled per 128 k. With block-scaled
+  // mma's the weights need no run: 128 k per activation scale, else the whole split.
+  static constexpr u32 kFlush = kBlockScaleMma ? (kActScaleBlock ? 128 : K) : kActScaleBlock && G > 128 ? 128 : G;
   // e4m3: the power of two the B registers carry (gemm/dequant.cuh), undone in the epilogue.
   static constexpr int kRawExponent = !kAct8 ? 0 : kMxfp4 ? gemm::kE2m1E4m3Exponent : gemm::kInt4E4m3Exponent;
   static constexpr bool kPartialN = N % BN != 0;  // the last column block has strips past N
@@ -129,6 +135,21 @@ MOEJIT_DEVICE void mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2], cons
   else prim::mma_m16n8k16_f16(d, a, b, c);
 }
 
+// A block-scaled e4m3 mma of n8 tile w of a packed strip (S::kBlockScaleMma): the tile's
+// column scales are byte w of the strip's scale word, given by lane 4 * column (thread-id-b 0);
+// rows g and g + 8 take their scales from lanes 4g and 4g + 1 (thread-id-a 0), byte 0. The
+// selectors are immediates: w is a constant once the kernel's loops are unrolled.
+MOEJIT_DEVICE void mma_e4m3_block_scaled(u32 w, float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
+                                         const float (&c)[4], u32 scale_a, u32 scale_b) {
+  using namespace moejit::prim;
+  switch (w) {
+    case 0: mma_m16n8k32_e4m3_e4m3_block_scale<0, 0, 0, 0>(d, a, b, c, scale_a, scale_b); break;
+    case 1: mma_m16n8k32_e4m3_e4m3_block_scale<0, 0, 1, 0>(d, a, b, c, scale_a, scale_b); break;
+    case 2: mma_m16n8k32_e4m3_e4m3_block_scale<0, 0, 2, 0>(d, a, b, c, scale_a, scale_b); break;
+    default: mma_m16n8k32_e4m3_e4m3_block_scale<0, 0, 3, 0>(d, a, b, c, scale_a, scale_b); break;
+  }
+}
+
 // f32 values of two 16-bit scales packed in a word (low half first).
 template <class Spec>
 MOEJIT_DEVICE void unpack_scale_pair(u32 bits, float& lo, float& hi) {
@@ -165,10 +186,11 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   using S = GemmShape<Spec>;
   constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, T = S::kThreads;
   static_assert(!kFragmentScales || S::kMxfp4);
-  static_assert(!kPlainScales || (S::kMxfp4 && S::kAct8));
+  static_assert(!kPlainScales || (S::kMxfp4 && S::kAct8 && !S::kBlockScaleMma));
   // e4m3: where the activations' scales (times the registers' power of two) are applied: to
-  // each run's sums, or once in the epilogue (per-token scales of a plain-window expert).
-  constexpr bool kActScaleInRuns = S::kAct8 && (S::kActScaleBlock || !kPlainScales);
+  // each run's sums, or once in the epilogue (per-token scales of a plain-window expert, or
+  // of block-scaled mma's, whose sums carry the weights' scales already).
+  constexpr bool kActScaleInRuns = S::kAct8 && (S::kActScaleBlock || (!kPlainScales && !S::kBlockScaleMma));
   constexpr bool kActScaleAtEnd = S::kAct8 && !kActScaleInRuns;
   const i64* a_offset = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
   const i64* c_row = a_offset + BM;                                                         // -1: not written
@@ -284,14 +306,27 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // the f32 partial sums stay near the true values' range (an E8M0 byte of 0xFE times a raw
   // sum would overflow where the result does not). Per token: read once; per 128 k: read
   // when a run starts.
+  // Block-scaled mma's (S::kBlockScaleMma) split each scale x into 2^e, the mma's ue8m0 A scale
+  // (the byte is x's f32 exponent field: 0 means 2^-127, 0xFF NaN), and its remainder
+  // x / 2^e in [1, 2) (x * 2^127 for a subnormal x), the f32 factor; both exact.
   float a_block_scale[S::kMTiles][2];
+  [[maybe_unused]] u32 a_scale_byte[S::kMTiles];  // block-scaled mma's: the A scale this lane gives (row g + 8 (t % 2))
   auto load_a_block_scales = [&](u32 k0) {
-    for (u32 mt = 0; mt < S::kMTiles; ++mt)
+    for (u32 mt = 0; mt < S::kMTiles; ++mt) {
+      u32 byte[2];
       for (u32 h = 0; h < 2; ++h) {
         const i32 row = a_scale_row[warp_m * S::WM + mt * 16 + g + 8 * h];
         const i64 at = S::kActScaleBlock ? static_cast<i64>(row) * p.a_scale_ld + k0 / 128 : row;
-        a_block_scale[mt][h] = row >= 0 ? p.a_scales[at] * static_cast<float>(1u << S::kRawExponent) : 0.0f;
+        float x = row >= 0 ? p.a_scales[at] : 0.0f;
+        if constexpr (S::kBlockScaleMma) {
+          const u32 bits = twin::f32_bits(x);
+          byte[h] = (bits >> 23) & 0xffu;
+          x = byte[h] == 0 ? x * twin::f32_from_bits(254u << 23) : twin::f32_from_bits((bits & 0x807fffffu) | 0x3f800000u);
+        }
+        a_block_scale[mt][h] = x * static_cast<float>(1u << S::kRawExponent);
       }
+      if constexpr (S::kBlockScaleMma) a_scale_byte[mt] = t % 2 == 0 ? byte[0] : byte[1];
+    }
   };
   if constexpr (S::kAct8 && !S::kActScaleBlock) load_a_block_scales(0);  // per token: one value per row
 
@@ -379,10 +414,14 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         // f16 here and the 32 k run as two chained f16 m16n8k16 mma's: lane t's e4m3 bytes
         // (k 4t..4t+3, +16) go to the f16 fragment positions (2t, 2t+1) and (2t+8, 2t+9), the
         // same k permutation for A and B, so the sums are those of the e4m3 mma.
+        // Block-scaled mma's take each strip's scale word as it lies in shared memory: byte w of
+        // lane 4g's word is column g of n8 tile w (as for fragment scales).
         constexpr u32 kBRegs = S::kE4m3ViaF16 ? 4 : 2;
         u32 b[S::kN8][kBRegs];
+        [[maybe_unused]] u32 scale_word[S::kN32];
         for (u32 s32 = 0; s32 < S::kN32; ++s32) {
           const u32 strip = warp_n * S::kN32 + s32;
+          if constexpr (S::kBlockScaleMma) scale_word[s32] = ld_shared_u32(s_row_ptr + strip * 32 + 4 * g);
           const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
           const u32 word[4] = {words.x, words.y, words.z, words.w};
           for (u32 w = 0; w < 4; ++w) {
@@ -418,6 +457,14 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
               else mma_m16n8k16_f16(part[mt][j], a_lo, b_lo, part[mt][j]);
               mma_m16n8k16_f16(part[mt][j], a_hi, b_hi, part[mt][j]);
             }
+          } else if constexpr (S::kBlockScaleMma) {
+            // Per-token scales: straight into the accumulators; per 128 k: a run of sums.
+            for (u32 j = 0; j < S::kN8; ++j) {
+              const u32 bj[2] = {b[j][0], b[j][1]};
+              float(&d)[4] = kActScaleInRuns ? part[mt][j] : acc[mt][j];
+              if (kActScaleInRuns && run_start) mma_e4m3_block_scaled(j % 4, d, a, bj, kZero, a_scale_byte[mt], scale_word[j / 4]);
+              else mma_e4m3_block_scaled(j % 4, d, a, bj, d, a_scale_byte[mt], scale_word[j / 4]);
+            }
           } else {
             for (u32 j = 0; j < S::kN8; ++j) {
               const u32 bj[2] = {b[j][0], b[j][1]};
@@ -426,7 +473,14 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
             }
           }
         }
-        if (run_end) apply_group_scales(s_row_ptr);
+        if constexpr (S::kBlockScaleMma) {
+          if (kActScaleInRuns && run_end)
+            for (u32 mt = 0; mt < S::kMTiles; ++mt)
+              for (u32 j = 0; j < S::kN8; ++j)
+                for (u32 e = 0; e < 4; ++e) acc[mt][j][e] += part[mt][j][e] * a_block_scale[mt][e / 2];
+        } else if (run_end) {
+          apply_group_scales(s_row_ptr);
+        }
         continue;
       }
 
@@ -709,7 +763,10 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   if constexpr (S::kMxfp4) {
     work.scale_range = p.b_scale_ranges[work.expert];
     const gemm::ExpertScaleRange range = gemm::expert_scale_range(work.scale_range);
-    if constexpr (S::kAct8) {  // e4m3 B registers have no room for the scales
+    if constexpr (S::kBlockScaleMma) {  // every scale byte goes to the mma as it is
+      run_tile<Spec, false>(p, work, smem, dependency_pending);
+      return;
+    } else if constexpr (S::kAct8) {  // e4m3 B registers have no room for the scales
       if (gemm::e8m0_scales_plain(range)) {
         run_tile<Spec, false, true>(p, work, smem, dependency_pending);
         return;
