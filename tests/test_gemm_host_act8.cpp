@@ -158,22 +158,25 @@ TEST_CASE("host grouped GEMM W4A8: MXFP4 through block-scaled mma's (sm_120a, sm
   // g + 8 of every m16 tile); the twin applies them lane by lane as the PTX ISA lays them out.
   TempDir dir;
   auto resolver = host_resolver(dir);
-  const GemmFormat mxfp4{WeightFormat::mxfp4, DType::e8m0, 32};
-  int i = 0;
-  for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
-    CAPTURE(to_string(arch));
-    HostLauncher host(arch);
-    for (const GemmCase& c : act8_matrix(mxfp4)) run_gemm_case(*resolver, host, c, fresh_seed());
-    // Edge bytes at every column position of a strip, and in every k block.
-    std::vector<GemmCase> edges = edge_scale_lane_cases();
-    for (GemmCase c : edge_scale_cases()) edges.push_back(c);
-    for (GemmCase c : edges) {
-      c.act = DType::e4m3;
-      c.act_scale = i++ % 2 == 0 ? ActScale::token : ActScale::block128;
-      run_gemm_case(*resolver, host, c, fresh_seed());
-    }
-  }
   HostLauncher host(Arch::sm_120a);
+  for (const GemmCase& c : act8_matrix({WeightFormat::mxfp4, DType::e8m0, 32}))
+    run_gemm_case(*resolver, host, c, fresh_seed());
+  // Edge bytes at every column position of a strip, and in every k block.
+  std::vector<GemmCase> edges = edge_scale_lane_cases();
+  for (GemmCase c : edge_scale_cases()) edges.push_back(c);
+  int i = 0;
+  for (GemmCase c : edges) {
+    c.act = DType::e4m3;
+    c.act_scale = i++ % 2 == 0 ? ActScale::token : ActScale::block128;
+    run_gemm_case(*resolver, host, c, fresh_seed());
+  }
+  // sm_121a compiles the same path (its kernel differs only in the target).
+  HostLauncher spark(Arch::sm_121a);
+  for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
+    GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, act_scale);
+    c.epilogue = Epilogue::silu_and_mul;
+    run_gemm_case(*resolver, spark, c, fresh_seed());
+  }
   // Several m16 tiles per warp (rows past 16 take their scales from the same lanes, next tile),
   // several strips per warp, two and eight A chunks per row.
   for (const dispatch::TileConfig tile : {dispatch::TileConfig{64, 128, 64, 3, 4}, dispatch::TileConfig{32, 64, 128, 3, 2},
