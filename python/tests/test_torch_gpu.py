@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="moejit.torch needs PyTorch (pip install moejit[torch])")
@@ -17,6 +18,7 @@ import moejit.torch as mt  # noqa: E402
 from test_torch import (E, H, I, TOPK, bf16_hidden, check_layer, checkpoint, expected_layer,  # noqa: E402
                         make_layer, op_args, routing)
 import reference as ref  # noqa: E402
+from test_torch_w4a8 import E as E8, H as H8, TOPK as TOPK8, packed_layer, quantize_e4m3  # noqa: E402
 
 # GPU cycles torch.cuda._sleep spins for: ~0.5 s at H200 clocks, far longer than one call's
 # host-side work, so a call that returns while the spin is still running did not wait for it.
@@ -194,3 +196,24 @@ def test_host_tensors_to_a_device_context_are_refused(device_ctx, rng):
         torch.ops.moejit.fused_moe(torch.empty(2, H, dtype=torch.bfloat16), hidden, topk_weights=weights,
                                    topk_ids=ids, expert_map=None, workspace=torch.empty(1 << 20, dtype=torch.uint8),
                                    **op_args(device_ctx, p13, p2))
+
+
+@pytest.mark.parametrize("act_scale", ["token", "block128"])
+def test_w4a8_on_cuda_matches_the_caller_quantization_and_the_reference(device_ctx, rng, act_scale):
+    """W4A8 through the torch wrapper on the GPU (sm_89+): the layer's own quantization and the
+    caller's float8_e4m3fn hidden states (quantized here with the documented recipe) give the
+    same output, within the W4A8 end-to-end tolerance of the fp64 reference."""
+    w13, w2, p13, p2 = packed_layer(rng, device_ctx)
+    tokens = 6
+    source = torch.from_numpy(rng.standard_normal((tokens, H8))).to(torch.bfloat16)
+    ids_np, weights_np = ref.random_routing(rng, tokens, TOPK8, E8)
+    hidden, ids, weights = cuda(source, torch.from_numpy(ids_np), torch.from_numpy(weights_np))
+    own = mt.fused_moe(hidden, p13, p2, weights, ids, act_scale=act_scale)
+    q, scales = quantize_e4m3(hidden, act_scale == "block128")
+    given = mt.fused_moe(q, p13, p2, weights, ids, act_scale=act_scale, hidden_scales=scales,
+                         output=nan_filled((tokens, H8)))
+    torch.cuda.synchronize()
+    assert torch.equal(given, own)
+    expected = ref.fused_moe_reference(source.double().numpy(), w13, w2, ids_np, weights_np, "silu")
+    error = np.linalg.norm(own.double().cpu().numpy() - expected) / np.linalg.norm(expected)
+    assert error < 0.1, f"W4A8 end-to-end relative error {error:.3f}"
