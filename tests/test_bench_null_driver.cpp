@@ -47,7 +47,7 @@ nlohmann::json run_on_null_driver(const TempDir& dir, std::vector<std::string> e
 
 TEST_CASE("bench_gemm runs every step on the null driver and only its output checks fail") {
   TempDir dir;
-  const auto j = run_on_null_driver(dir, {"--no-baselines"});
+  const auto j = run_on_null_driver(dir, {"--no-baselines", "--formats", "mxfp4,mxfp4_w4a8"});
   if (j.is_null()) return;
   CHECK(j["gpu"]["name"].get<std::string>().find("null driver") != std::string::npos);
   CHECK(j["copy_bandwidth"]["gbs"].get<double>() > 0);
@@ -55,15 +55,24 @@ TEST_CASE("bench_gemm runs every step on the null driver and only its output che
   CHECK(j["host_overhead"]["overhead_us"].is_number());
   CHECK(j["bf16_gemm"]["reason"] == "--no-baselines");
 
-  // 2 formats x 2 projections x 3 token counts, and 2 formats x 3 layers: each got as far as its
-  // output check, which found the poisoned (NaN) outputs untouched.
+  // W4A16 and W4A8 MXFP4 x 2 projections x 3 token counts, and 2 formats x 3 layers: each got as
+  // far as its output check, which found the poisoned (NaN) outputs untouched. The W4A8 ones
+  // (e4m3 activations with their scales, weights packed for them, the layer quantizing its bf16
+  // hidden states) say why they have no W4A16 ratio.
   REQUIRE(j["cases"].size() == 12);
   REQUIRE(j["layers"].size() == 6);
+  int w4a8 = 0;
   for (const auto& c : j["cases"]) {
     INFO(c.dump());
     REQUIRE(c.contains("error"));
     CHECK(c["error"].get<std::string>().find("outputs are not finite") != std::string::npos);
+    if (c["format"] == "mxfp4_w4a8") {
+      ++w4a8;
+      CHECK(c["act"] == "e4m3");
+      CHECK(c["vs_w4a16"]["none"].get<std::string>().find("no time") != std::string::npos);
+    }
   }
+  CHECK(w4a8 == 6);
   for (const auto& l : j["layers"]) {
     INFO(l.dump());
     REQUIRE(l.contains("error"));

@@ -33,13 +33,15 @@ TEST_SUITE("device") {
 
 TEST_CASE("bench cases: every model x format x projection x token count, in weight-sharing order") {
   // gpt-oss-120b (K = 2880 in both projections) has no INT4 g128 cases: 128 does not divide 2880.
+  // The W4A8 formats run at the 3 quick token counts in either mode.
   const auto full = enumerate_cases(false);
-  CHECK(full.size() == (3 * 2 + 1) * 2 * 11);
+  CHECK(full.size() == (3 * 2 + 1) * 2 * 11 + (3 * 2 + 1) * 2 * 3);
   const auto quick = enumerate_cases(true);
-  CHECK(quick.size() == (3 * 2 + 1) * 2 * 3);
+  CHECK(quick.size() == 2 * (3 * 2 + 1) * 2 * 3);
   for (const GemmCase& c : full) {
     CHECK(applicable(c));
-    CHECK_FALSE((c.model->name == "gpt-oss-120b" && c.format->name == "int4_g128"));
+    CHECK_FALSE((c.model->name == "gpt-oss-120b" && c.format->weight == WeightFormat::int4_sym));
+    if (is_w4a8(*c.format)) CHECK((c.tokens == 1 || c.tokens == 32 || c.tokens == 1024));
   }
   // Token counts increase within one (model, format, projection) run.
   CHECK(full[0].tokens == 1);
@@ -66,6 +68,18 @@ TEST_CASE("bench floor: DeepSeek-V3 gate/up, MXFP4, one token") {
   CHECK(b.total() == 124827648.0);
   CHECK(floor_us(b, 4e12) == doctest::Approx(31.206912));
   CHECK(fraction_of_floor(31.206912, 62.413824) == doctest::Approx(0.5));
+}
+
+TEST_CASE("bench floor: W4A8 reads one byte per activation and a 4-byte scale per row") {
+  const GemmCase c{&model("DeepSeek-V3"), &format("mxfp4_w4a8"), Projection::gate_up, 1};
+  CHECK(format("mxfp4_w4a8").w4a16 == "mxfp4");
+  const CaseBytes b = case_bytes(c, 8);
+  CHECK(b.weights == 117440512.0);  // the same packed weights and scales as W4A16
+  CHECK(b.scales == 7340032.0);
+  CHECK(b.act_in == 7168.0 + 4);    // 1 row x 7168 x 1 byte, and its f32 scale
+  CHECK(b.act_out == 32768.0);      // bf16 out, as W4A16
+  const GemmCase down{&model("Qwen3-30B-A3B"), &format("int4_g128_w4a8"), Projection::down, 4};
+  CHECK(case_bytes(down, 20.5).act_in == 32.0 * (768 + 4));  // one row per pair
 }
 
 TEST_CASE("bench floor: Qwen3-30B-A3B down, INT4 g128, four tokens") {
@@ -128,7 +142,7 @@ TEST_CASE("bench dense GEMM rate: 2 m n k FLOPs over the time") {
 
 TEST_CASE("bench layer cases: both projections' weights, hidden states in and out") {
   const auto layers = enumerate_layer_cases(false);
-  CHECK(layers.size() == (3 * 2 + 1) * 11);  // gpt-oss-120b: MXFP4 only
+  CHECK(layers.size() == (3 * 2 + 1) * 11 + (3 * 2 + 1) * 3);  // gpt-oss-120b: MXFP4 only; W4A8 at 3 counts
   const LayerCase c{&model("Ling-3.0-flash"), &format("mxfp4"), 2};
   CHECK(applicable(c));
   CHECK_FALSE(applicable(LayerCase{&model("gpt-oss-120b"), &format("int4_g128"), 2}));

@@ -1,6 +1,7 @@
 // bench_gemm: moejit's grouped GEMM on the GPU (device backend, weights packed by src/quant) at
 // the MoE layer shapes of four models, decode and prefill token counts, MXFP4 and INT4 g128
-// weights, bf16 activations, random top-k routing; each case against its memory floor (the
+// weights, bf16 activations (and W4A8: e4m3 ones with per-token scales, beside the same case in
+// W4A16), random top-k routing; each case against its memory floor (the
 // bytes that must move at the device's measured copy bandwidth). Prints or writes one JSON
 // object; bench/gpu/README.md documents its fields.
 //
@@ -124,7 +125,8 @@ KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   s.weight = c.format->weight;
   s.scale = c.format->scale;
   s.group_size = c.format->group;
-  s.act = DType::bf16;
+  s.act = c.format->act;
+  s.act_scale = is_w4a8(*c.format) ? ActScale::token : ActScale::none;
   s.out = DType::bf16;
   s.layout = Layout::indexed;
   s.epilogue = c.epilogue();
@@ -149,6 +151,7 @@ Json case_json(const GemmCase& c, const KernelSpec& spec) {
   Json j;
   j["model"] = c.model->name;
   j["format"] = c.format->name;
+  j["act"] = to_string(c.format->act);
   j["projection"] = to_string(c.projection);
   j["tokens"] = c.tokens;
   j["topk"] = c.model->topk;
@@ -309,12 +312,22 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   for (float& v : topk_weights) v = tw(rng);
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_topk, upload(l, stream, topk_weights.data(), numel * 4, numel * 4));
 
-  // Activations (bf16, exactly representable) and outputs, one of each per weight copy.
+  // Activations (bf16, exactly representable; W4A8: e4m3 bytes and one f32 scale per row) and
+  // outputs, one of each per weight copy.
   const std::uint32_t slots = w.copies;
-  const std::uint64_t a_bytes = round16(c.a_rows() * c.k() * 2);
+  const bool w4a8 = is_w4a8(*c.format);
+  const std::uint64_t a_bytes = round16(c.a_rows() * c.k() * act_bytes(*c.format));
   const std::uint64_t c_bytes = round16(c.pairs() * c.out_columns() * 2);
-  const std::vector<u16> a = random_bf16(c.a_rows() * c.k(), rng);
-  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_a, upload(l, stream, a.data(), a.size() * 2, a_bytes * slots));
+  DeviceBuffer d_a, d_a_scales;
+  if (w4a8) {
+    const std::vector<u8> a = random_e4m3(c.a_rows() * c.k(), rng);
+    MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size(), a_bytes * slots));
+    const std::vector<float> scales = random_act_scales(c.a_rows(), rng);
+    MOEJIT_ASSIGN_OR_RETURN(d_a_scales, upload(l, stream, scales.data(), scales.size() * 4, scales.size() * 4));
+  } else {
+    const std::vector<u16> a = random_bf16(c.a_rows() * c.k(), rng);
+    MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size() * 2, a_bytes * slots));
+  }
   MOEJIT_TRY(replicate(l, stream, d_a, a_bytes, slots));
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_c, DeviceBuffer::allocate(l, c_bytes * slots));
   MOEJIT_TRY(l.fill(d_c.data(), 0xff, c_bytes * slots, stream));  // NaN: the check below sees unwritten rows
@@ -325,6 +338,7 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   base.m = static_cast<i32>(numel);
   base.a_row_divisor = c.projection == Projection::gate_up ? static_cast<i32>(c.model->topk) : 1;
   base.topk_weights = d_topk.as<const float>();
+  if (w4a8) base.a_scales = d_a_scales.as<const float>();  // per token: a_scale_ld unused
   // Split-K: partial sums and counters (zero before the first launch; every launch leaves them so).
   const GemmTiles tiles = grouped_gemm_tiles(spec, base.m);
   const std::uint64_t partial_bytes = grouped_gemm_partial_bytes(spec, tiles);
@@ -506,6 +520,31 @@ void run_layers(DeviceLauncher& l, CUstream stream, const Settings& s, const Cei
   summarize();
 }
 
+// Each W4A8 result beside its W4A16 twin (same model, projection or layer, token count; weights
+// of the same format): "vs_w4a16" holds the W4A16 median and w4a16_us / w4a8_us (above 1: W4A8
+// is faster), or why there is none.
+void add_w4a16_comparisons(Json& results, std::initializer_list<const char*> keys) {
+  auto same = [&](const Json& a, const Json& b) {
+    return std::all_of(keys.begin(), keys.end(), [&](const char* k) { return a.value(k, Json()) == b.value(k, Json()); });
+  };
+  for (Json& r : results) {
+    const WeightChoice* format = nullptr;
+    for (const WeightChoice& f : kWeightChoices)
+      if (r.value("format", "") == f.name) format = &f;
+    if (format == nullptr || !is_w4a8(*format)) continue;
+    const Json* twin = nullptr;
+    for (const Json& o : results)
+      if (o.value("format", "") == format->w4a16 && same(o, r)) twin = &o;
+    if (twin == nullptr || !twin->contains("median_us") || !r.contains("median_us")) {
+      r["vs_w4a16"] = {{"none", twin == nullptr ? "the W4A16 case was not run (--formats, --models)"
+                                                : "one of the two has no time (failed or skipped)"}};
+      continue;
+    }
+    const double w4a16 = (*twin)["median_us"].get<double>();
+    r["vs_w4a16"] = {{"w4a16_us", w4a16}, {"w4a16_over_w4a8", w4a16 / r["median_us"].get<double>()}};
+  }
+}
+
 // " bf16 1.83x int4 2.10x": moejit's speedups for the progress line.
 std::string speedups_text(const Json& case_json) {
   std::string text;
@@ -680,6 +719,8 @@ int run(const Settings& s) {
       write_json(s.out, j);  // partial results survive a timeout
     }
   }
+  add_w4a16_comparisons(j["cases"], {"model", "projection", "tokens"});
+  if (j.contains("layers")) add_w4a16_comparisons(j["layers"], {"model", "tokens"});
   summarize();
   if (s.out.empty()) std::cout << j.dump(2) << "\n";
   else write_json(s.out, j);
@@ -727,7 +768,8 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-rate-size", s.gemm_rate_size, "m = n = k of the dense bf16 GEMM that sets the FLOP ceiling")
       ->check(CLI::Range(256, 16384));
   app.add_option("--models", s.models, "only these models (names as in the JSON)")->delimiter(',');
-  app.add_option("--formats", s.formats, "only these formats: mxfp4, int4_g128")->delimiter(',');
+  app.add_option("--formats", s.formats, "only these formats: mxfp4, int4_g128, mxfp4_w4a8, int4_g128_w4a8")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   if (s.quick) {
     s.samples = std::min(s.samples, 5);

@@ -1,6 +1,7 @@
 #include "bench/gpu/device_data.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/numeric.cuh"
 
@@ -40,6 +41,23 @@ std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng) {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;
     v = prim::twin::f32_to_bf16(static_cast<float>(static_cast<std::int32_t>(state >> 32)) * 0x1p-30f);
   }
+  return out;
+}
+
+std::vector<u8> random_e4m3(std::uint64_t count, std::mt19937_64& rng) {
+  std::vector<u8> out(count);
+  std::uint64_t state = rng() | 1;
+  for (u8& v : out) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    v = prim::twin::f32_to_e4m3(static_cast<float>(static_cast<std::int32_t>(state >> 32)) * (448.0f / 0x1p31f));
+  }
+  return out;
+}
+
+std::vector<float> random_act_scales(std::uint64_t rows, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> exponent(-10.0f, -6.0f);
+  std::vector<float> out(rows);
+  for (float& v : out) v = std::exp2(exponent(rng));
   return out;
 }
 

@@ -32,4 +32,11 @@ std::uint32_t rotation_copies(DeviceLauncher& l, std::uint64_t layer_bytes, std:
 // on them.
 std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng);
 
+// `count` e4m3 bytes of values uniform in [-448, 448] (the range a per-token amax / 448 scale
+// gives), from the same kind of stream: never a NaN code.
+std::vector<u8> random_e4m3(std::uint64_t count, std::mt19937_64& rng);
+
+// `rows` f32 activation scales in [2^-10, 2^-6) (amax / 448 of rows of magnitude 0.4 to 7).
+std::vector<float> random_act_scales(std::uint64_t rows, std::mt19937_64& rng);
+
 }  // namespace moejit::bench

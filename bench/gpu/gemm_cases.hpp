@@ -38,12 +38,19 @@ struct WeightChoice {
   WeightFormat weight;
   DType scale;
   std::uint32_t group;
+  DType act = DType::bf16;  // e4m3: W4A8, weights packed for it, one f32 scale per A row
+  std::string_view w4a16 = {};  // W4A8: the format it is compared with (same weights, bf16 activations)
 };
 
 inline constexpr WeightChoice kWeightChoices[] = {
     {"mxfp4", WeightFormat::mxfp4, DType::e8m0, 32},
     {"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
+    {"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3, "mxfp4"},
+    {"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3, "int4_g128"},
 };
+
+inline bool is_w4a8(const WeightChoice& f) { return f.act == DType::e4m3; }
+inline std::uint32_t act_bytes(const WeightChoice& f) { return is_w4a8(f) ? 1 : 2; }
 
 // Decode (1-256) and prefill (1024, 4096) token counts.
 inline constexpr std::uint32_t kTokens[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
@@ -73,16 +80,18 @@ struct GemmCase {
 inline bool applicable(const GemmCase& c) { return c.k() % c.format->group == 0; }
 
 // Every applicable case, grouped by model, format and projection (so one set of weights serves
-// a run of token counts), token counts increasing.
+// a run of token counts), token counts increasing. W4A8 formats run at the quick token counts
+// only: enough to set them beside W4A16 without doubling the run.
 inline std::vector<GemmCase> enumerate_cases(bool quick) {
-  std::span<const std::uint32_t> tokens = quick ? std::span<const std::uint32_t>(kQuickTokens)
-                                                 : std::span<const std::uint32_t>(kTokens);
   std::vector<GemmCase> out;
   for (const MoeModel& m : kModels)
-    for (const WeightChoice& f : kWeightChoices)
+    for (const WeightChoice& f : kWeightChoices) {
+      std::span<const std::uint32_t> tokens = quick || is_w4a8(f) ? std::span<const std::uint32_t>(kQuickTokens)
+                                                                    : std::span<const std::uint32_t>(kTokens);
       for (Projection p : {Projection::gate_up, Projection::down})
         for (std::uint32_t t : tokens)
           if (GemmCase c{&m, &f, p, t}; applicable(c)) out.push_back(c);
+    }
   return out;
 }
 
@@ -108,7 +117,7 @@ struct CaseBytes {
   double weights = 0;  // packed weights of the touched experts
   double scales = 0;   // their scales (and zero points)
   double bias = 0;     // their bias
-  double act_in = 0;   // A rows read (bf16)
+  double act_in = 0;   // A rows read (bf16; W4A8: e4m3 and one f32 scale per row)
   double act_out = 0;  // C rows written (bf16)
   double total() const { return weights + scales + bias + act_in + act_out; }
 };
@@ -120,7 +129,7 @@ inline CaseBytes case_bytes(const GemmCase& c, double touched_experts) {
   b.weights = touched_experts * static_cast<double>(expert_weight_bytes(c));
   b.scales = touched_experts * static_cast<double>(expert_scale_bytes(c));
   b.bias = touched_experts * static_cast<double>(expert_bias_bytes(c));
-  b.act_in = static_cast<double>(c.a_rows()) * c.k() * 2;
+  b.act_in = static_cast<double>(c.a_rows()) * (c.k() * act_bytes(*c.format) + (is_w4a8(*c.format) ? 4 : 0));
   b.act_out = static_cast<double>(c.pairs()) * c.out_columns() * 2;
   return b;
 }

@@ -24,6 +24,7 @@ moejit_packed_weights_t packed_view(const WeightSet& w, const GemmCase& c, std::
   p.n = c.n();
   p.k = c.k();
   p.act_and_mul = c.projection == Projection::gate_up ? 1 : 0;
+  p.act_dtype = is_w4a8(*c.format) ? MOEJIT_DTYPE_E4M3 : MOEJIT_DTYPE_BF16;  // the packing's activation width
   p.qweight = const_cast<u8*>(w.weights_of(copy));
   p.scales = const_cast<void*>(w.scales_of(copy));
   p.bias = const_cast<float*>(w.bias_of(copy));
@@ -75,6 +76,9 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   base.w13 = &p13[0];
   base.w2 = &p2[0];
   base.activation = c.model->activation == Epilogue::swiglu_oai ? MOEJIT_EPILOGUE_SWIGLU_OAI : MOEJIT_EPILOGUE_SILU_AND_MUL;
+  // W4A8: bf16 hidden states, which the layer quantizes per token (as an engine without FP8
+  // dispatch sends them).
+  if (is_w4a8(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_TOKEN;
   base.tokens = static_cast<std::int32_t>(tokens);
   base.topk = topk;
   base.hidden = d_x.data();
@@ -111,6 +115,7 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   Json j;
   j["model"] = c.model->name;
   j["format"] = c.format->name;
+  j["act"] = to_string(c.format->act);
   j["tokens"] = tokens;
   j["topk"] = topk;
   j["experts"] = c.model->experts;
