@@ -56,6 +56,7 @@ struct GemmCase {
   bool bias = false;
   bool drop_blocks = false;          // indexed: mark some blocks' expert -1 (expert parallelism)
   int a_exponent_shift = 0;          // e4m3: rows' magnitudes times 2^shift (extreme f32 scales)
+  bool a_edge_bytes = false;         // e4m3: rows with a NaN code, with +-448, with subnormals
   // Edits the logical weights after quantization (edge scale bytes).
   std::function<void(quant::QuantizedWeights&)> edit;
 };
@@ -298,6 +299,19 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
         for (std::uint32_t i = 0; i < block; ++i) {
           const std::size_t at = r * lda + b * block + i;
           a8[at] = prim::twin::f32_to_e4m3(row[b * block + i] / scale);
+          a_values[at] = static_cast<double>(prim::twin::e4m3_to_f32(a8[at])) * scale;
+        }
+      }
+      if (c.a_edge_bytes) {
+        // Row r % 4: 0 one NaN code (0x7f or 0xff: the row's outputs are NaN), 1 eight saturated
+        // values (+-448), 2 eight subnormals (codes 1..7, either sign), 3 untouched.
+        for (std::uint32_t j = 0; j < 8 && r % 4 != 3; ++j) {
+          if (r % 4 == 0 && j > 0) break;
+          const std::size_t at = r * lda + (r * 37 + j * 29) % c.k;
+          const u8 sign = static_cast<u8>((r + j) % 2 ? 0x80 : 0);
+          a8[at] = r % 4 == 0 ? static_cast<u8>(0x7f | sign) : r % 4 == 1 ? static_cast<u8>(0x7e | sign)
+                                                                        : static_cast<u8>((1 + j % 7) | sign);
+          const float scale = a_scales[r * a_scale_ld + (at - r * lda) / block];
           a_values[at] = static_cast<double>(prim::twin::e4m3_to_f32(a8[at])) * scale;
         }
       }

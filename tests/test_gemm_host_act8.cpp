@@ -102,6 +102,26 @@ TEST_CASE("host grouped GEMM W4A8: E8M0 scale bytes 0x00, 0xFE and 0xFF, and M =
   }
 }
 
+TEST_CASE("host grouped GEMM W4A8: e4m3 NaN codes make their rows NaN; +-448 and subnormal codes are exact, on every mma path") {
+  // sm_89 (e4m3 mma), sm_90a (f16 pairs), sm_120a (block-scaled mma for MXFP4, e4m3 mma for INT4).
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  int i = 0;
+  for (Arch arch : {Arch::sm_89, Arch::sm_90a, Arch::sm_120a}) {
+    CAPTURE(to_string(arch));
+    HostLauncher host(arch);
+    for (const GemmFormat& f : {GemmFormat{WeightFormat::mxfp4, DType::e8m0, 32}, GemmFormat{WeightFormat::int4_asym, DType::bf16, 128}}) {
+      GemmCase c = act8_case(f.weight, f.scale, f.group, i++ % 2 == 0 ? ActScale::token : ActScale::block128);
+      c.a_edge_bytes = true;
+      c.layout = Layout::contiguous;
+      c.tokens = 13;
+      c.out = DType::f32;
+      c.epilogue = i % 3 == 0 ? Epilogue::silu_and_mul : Epilogue::none;
+      run_gemm_case(*resolver, host, c, fresh_seed());
+    }
+  }
+}
+
 TEST_CASE("host grouped GEMM W4A8: MXFP4 experts at the edges of the plain scale window and past them") {
   // Scale bytes drawn from [low, high]: inside the window [63, 190] the kernel converts with a
   // shift and applies per-token scales at the end; one byte past either edge sends the expert
