@@ -1,13 +1,15 @@
 // The grouped GEMM on the GPU against the fp64 reference, with the harness the host suites use
 // (tests/gemm_case.hpp): every weight format x activation dtype x MoE layout x epilogue at small
 // shapes, group sizes, every tile configuration, edge rows, E8M0 edge scale bytes, and split-K
-// that must be bitwise reproducible run to run. Skips without a GPU.
+// that must be bitwise reproducible run to run; W4A8 (e4m3 activations) on sm_89 and newer.
+// Skips without a GPU.
 
 #include <doctest/doctest.h>
 
 #include <thread>
 
 #include "gemm_case.hpp"
+#include "spec/arch.hpp"
 #include "test_device_support.hpp"
 
 using namespace moejit;
@@ -167,6 +169,52 @@ TEST_CASE("GPU grouped GEMM: split-K over several slices is bitwise identical ru
     c.out = DType::bf16;
     auto masked = run_gemm_case(*resolver, *l, c, seed);
     CHECK(masked.output == run_gemm_case(*resolver, *l, c, seed).output);
+  }
+}
+
+TEST_CASE("GPU grouped GEMM W4A8: formats x scale granularities x layouts x epilogues, edge codes, E8M0 bytes, split-K") {
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  if (arch_info(l->arch()).sm < 89) {
+    MESSAGE("skipped: e4m3 activations need sm_89 or newer; this GPU is " << to_string(l->arch()));
+    return;
+  }
+  std::vector<GemmCase> cases;
+  for (const GemmFormat& f : {GemmFormat{WeightFormat::mxfp4, DType::e8m0, 32}, GemmFormat{WeightFormat::int4_sym, DType::bf16, 128},
+                              GemmFormat{WeightFormat::int4_asym, DType::f16, 64}}) {
+    for (const GemmCase& c : act8_matrix(f)) cases.push_back(c);
+    GemmCase edge = cases.back();
+    edge.a_edge_bytes = true;  // NaN rows, +-448, subnormal codes
+    edge.layout = Layout::contiguous;
+    edge.epilogue = Epilogue::none;
+    edge.a_per_pair = false;
+    edge.out = DType::f32;
+    cases.push_back(edge);
+  }
+  for (GemmCase c : edge_scale_cases()) {
+    c.act = DType::e4m3;
+    c.act_scale = ActScale::token;
+    cases.push_back(c);
+  }
+  run_cases(*l, cases);
+
+  // Split-K with boundaries inside 128-k activation blocks, bitwise reproducible.
+  TempDir dir;
+  auto resolver = device_resolver(dir);
+  for (WeightFormat w : {WeightFormat::mxfp4, WeightFormat::int4_asym}) {
+    GemmCase c;
+    c.weight = w;
+    c.scale = w == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16;
+    c.group = w == WeightFormat::mxfp4 ? 32 : 128;
+    c.act = DType::e4m3;
+    c.act_scale = ActScale::block128;
+    c.k = 1280;
+    c.split_k = 4;
+    c.out = DType::f32;
+    c.tokens = 9;
+    const std::uint32_t seed = fresh_seed();
+    auto first = run_gemm_case(*resolver, *l, c, seed);
+    CHECK(first.output == run_gemm_case(*resolver, *l, c, seed).output);
   }
 }
 
