@@ -102,7 +102,7 @@ TEST_CASE("host grouped GEMM W4A8: E8M0 scale bytes 0x00, 0xFE and 0xFF, and M =
   }
 }
 
-TEST_CASE("host grouped GEMM W4A8: e4m3 NaN codes make their rows NaN; +-448 and subnormal codes are exact, on every mma path") {
+TEST_CASE("host grouped GEMM W4A8: e4m3 NaN codes make their rows NaN, +-448 and subnormal codes are exact, on every mma path") {
   // sm_89 (e4m3 mma), sm_90a (f16 pairs), sm_120a (block-scaled mma for MXFP4, e4m3 mma for INT4).
   TempDir dir;
   auto resolver = host_resolver(dir);
