@@ -181,7 +181,7 @@ TEST_CASE("a store warmed for a plain architecture name serves a frozen run on a
   }
 }
 
-TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on a GB10: both quantizations and the block-scaled GEMMs") {
+TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on an H200 and a GB10: quantizations and GEMMs") {
   if (!nvrtc_or_skip()) return;
   const std::filesystem::path driver =
       std::filesystem::path(MOEJIT_CLI).parent_path() / "bench" / "overhead" / "libmoejit-null-cuda.so";
@@ -192,38 +192,45 @@ TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on a GB10: both quan
   // demo --act e4m3 runs the layer in W4A16, then W4A8 (the hidden-state and gate/up quantizers,
   // the GEMMs on e4m3 rows), so the store needs both warm-ups; in frozen mode a kernel the
   // warm-up did not enumerate fails the run before it launches. First with the bf16 warm-up only
-  // (the W4A8 layer's first kernel is missing), then with both.
-  TempDir dir;
-  write_text(dir / "config.json", kTinyConfig);
-  auto frozen_demo = [&] {
-    std::vector<std::string> argv = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store", "demo", "--model",
-                                     dir / "config.json", "--backend", "device", "--tokens", "2", "--act", "e4m3"};
-    const ProcessResult r = run_process(argv, {{"MOEJIT_LOCK_DIR", dir / "locks"},
-                                               {"MOEJIT_FROZEN", "1"},
-                                               {"MOEJIT_CUDA_LIBRARY", driver.string()},
-                                               {"MOEJIT_NULL_CUDA_CC", "12.1"},
-                                               {"MOEJIT_NULL_CUDA_SMS", "48"}});
-    INFO("stderr: " << r.err);
-    const Json doc = Json::parse(r.out, nullptr, false);
-    REQUIRE(doc.is_object());
-    return doc;
+  // (the W4A8 layer's first kernel is missing), then with both. The H200 runs the GEMMs as f16
+  // pairs, the GB10 (sm_121a) through block-scaled mma's.
+  struct Family {
+    const char *name, *cc, *sms;
   };
-  for (const char* act : {"bf16", "e4m3"}) {
-    CAPTURE(act);
-    Json warm = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_121", "--max-tokens", "2",
-                              "--out", "f32", "--act", act});
-    CHECK(warm["errors"].empty());
-    const Json doc = frozen_demo();
-    CAPTURE(doc.dump());
-    REQUIRE(doc.contains("error"));
-    const std::string code = doc["error"]["code"], message = doc["error"]["message"];
-    if (std::string(act) == "bf16") {
-      CHECK(code == "frozen_miss");
-      CHECK(message.find("act_quantize") != std::string::npos);
-    } else {
-      // The null driver computes nothing: only the output check may fail, never a frozen miss.
-      CHECK(code == "internal");
-      CHECK((message.find("not finite") != std::string::npos || message.find("relative error") != std::string::npos));
+  for (const Family f : {Family{"sm_90", "9.0", "132"}, Family{"sm_121", "12.1", "48"}}) {
+    INFO("family " << std::string(f.name));
+    TempDir dir;
+    write_text(dir / "config.json", kTinyConfig);
+    auto frozen_demo = [&] {
+      std::vector<std::string> argv = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store", "demo", "--model",
+                                       dir / "config.json", "--backend", "device", "--tokens", "2", "--act", "e4m3"};
+      const ProcessResult r = run_process(argv, {{"MOEJIT_LOCK_DIR", dir / "locks"},
+                                                 {"MOEJIT_FROZEN", "1"},
+                                                 {"MOEJIT_CUDA_LIBRARY", driver.string()},
+                                                 {"MOEJIT_NULL_CUDA_CC", f.cc},
+                                                 {"MOEJIT_NULL_CUDA_SMS", f.sms}});
+      INFO("stderr: " << r.err);
+      const Json doc = Json::parse(r.out, nullptr, false);
+      REQUIRE(doc.is_object());
+      return doc;
+    };
+    for (const char* act : {"bf16", "e4m3"}) {
+      CAPTURE(act);
+      Json warm = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", f.name, "--max-tokens", "2",
+                                "--out", "f32", "--act", act});
+      CHECK(warm["errors"].empty());
+      const Json doc = frozen_demo();
+      CAPTURE(doc.dump());
+      REQUIRE(doc.contains("error"));
+      const std::string code = doc["error"]["code"], message = doc["error"]["message"];
+      if (std::string(act) == "bf16") {
+        CHECK(code == "frozen_miss");
+        CHECK(message.find("act_quantize") != std::string::npos);
+      } else {
+        // The null driver computes nothing: only the output check may fail, never a frozen miss.
+        CHECK(code == "internal");
+        CHECK((message.find("not finite") != std::string::npos || message.find("relative error") != std::string::npos));
+      }
     }
   }
 }
