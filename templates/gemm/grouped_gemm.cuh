@@ -50,10 +50,10 @@ struct GemmShape {
   // e4m3 activations (W4A8): one m16n8k32 mma per n8 tile and 32 k, weights in the a8 order.
   static constexpr bool kAct8 = Spec::act == kernel_enum::e4m3;
   static constexpr u32 kActBytes = kAct8 ? 1 : 2;
-  // sm_90 and sm_100 have no e4m3 mma.sync: ptxas runs it as two f16 mma's plus an f32 add of
-  // C per output. There the kernel converts the fragments to f16 itself and chains the two
-  // mma's, which saves the add (one per output element per 32 k).
-  static constexpr bool kE4m3ViaF16 = kAct8 && (Spec::sm == 90 || Spec::sm == 100 || Spec::sm == 103);
+  // sm_90, sm_100/103 and sm_110 have no e4m3 mma.sync: ptxas runs it as two f16 mma's plus an
+  // f32 add of C per output. There the kernel converts the fragments to f16 itself and chains
+  // the two mma's, which saves the add (one per output element per 32 k).
+  static constexpr bool kE4m3ViaF16 = kAct8 && (Spec::sm == 90 || Spec::sm == 100 || Spec::sm == 103 || Spec::sm == 110);
   static constexpr bool kActScaleBlock = kAct8 && Spec::act_scale == kernel_enum::act_scale_block128;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
   static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
