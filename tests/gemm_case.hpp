@@ -305,8 +305,8 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
       if (c.a_edge_bytes) {
         // Row r % 4: 0 one NaN code (0x7f or 0xff: the row's outputs are NaN), 1 eight saturated
         // values (+-448), 2 eight subnormals (codes 1..7, either sign), 3 untouched.
-        for (std::uint32_t j = 0; j < 8 && r % 4 != 3; ++j) {
-          if (r % 4 == 0 && j > 0) break;
+        const std::uint32_t edits = r % 4 == 0 ? 1 : r % 4 == 3 ? 0 : 8;
+        for (std::uint32_t j = 0; j < edits; ++j) {
           const std::size_t at = r * lda + (r * 37 + j * 29) % c.k;
           const u8 sign = static_cast<u8>((r + j) % 2 ? 0x80 : 0);
           a8[at] = r % 4 == 0 ? static_cast<u8>(0x7f | sign) : r % 4 == 1 ? static_cast<u8>(0x7e | sign)

@@ -139,6 +139,16 @@ MOEJIT_DEVICE void block_scale_mma_host(twin::BlockScaleKind kind, twin::BlockSc
 #define MOEJIT_HAS_BLOCK_SCALE_MMA 0
 #endif
 
+// The operands every block-scaled mma.sync takes, in the order of the PTX form: D, A, B, C, the
+// scale registers of A and B, each with its {byte-id, thread-id} selector (immediates).
+#define MOEJIT_BLOCK_SCALE_MMA_ASM(INSTRUCTION)                                                                \
+  asm volatile(INSTRUCTION                                                                                   \
+               " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"  \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                             \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),    \
+                 "f"(c[2]), "f"(c[3]), "r"(scale_a), "r"(scale_b), "n"(kByteA), "n"(kThreadA), "n"(kByteB), \
+                 "n"(kThreadB))
+
 // e4m3 A x e2m1 B (each in bits 2..5 of its byte), one ue8m0 scale per row of A and column of B.
 template <u32 kByteA, u32 kThreadA, u32 kByteB, u32 kThreadB>
 MOEJIT_DEVICE void mma_m16n8k32_e4m3_e2m1_block_scale(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
@@ -148,12 +158,8 @@ MOEJIT_DEVICE void mma_m16n8k32_e4m3_e2m1_block_scale(float (&d)[4], const u32 (
   block_scale_mma_host(twin::BlockScaleKind::mxf8f6f4_e4m3_e2m1, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c,
                        scale_a, scale_b);
 #elif MOEJIT_HAS_BLOCK_SCALE_MMA
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1.f32.ue8m0 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(scale_a), "r"(scale_b), "n"(kByteA), "n"(kThreadA), "n"(kByteB), "n"(kThreadB));
+  MOEJIT_BLOCK_SCALE_MMA_ASM(
+      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m1.f32.ue8m0");
 #else
   trap("mma.kind::mxf8f6f4.block_scale needs sm_120a or sm_121a");
 #endif
@@ -169,12 +175,8 @@ MOEJIT_DEVICE void mma_m16n8k32_e4m3_e4m3_block_scale(float (&d)[4], const u32 (
   block_scale_mma_host(twin::BlockScaleKind::mxf8f6f4_e4m3_e4m3, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c,
                        scale_a, scale_b);
 #elif MOEJIT_HAS_BLOCK_SCALE_MMA
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(scale_a), "r"(scale_b), "n"(kByteA), "n"(kThreadA), "n"(kByteB), "n"(kThreadB));
+  MOEJIT_BLOCK_SCALE_MMA_ASM(
+      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0");
 #else
   trap("mma.kind::mxf8f6f4.block_scale needs sm_120a or sm_121a");
 #endif
@@ -190,15 +192,13 @@ MOEJIT_DEVICE void mma_m16n8k64_e2m1_block_scale(float (&d)[4], const u32 (&a)[4
 #if MOEJIT_TARGET_HOST
   block_scale_mma_host(twin::BlockScaleKind::mxf4, {kByteA, kThreadA, kByteB, kThreadB}, d, a, b, c, scale_a, scale_b);
 #elif MOEJIT_HAS_BLOCK_SCALE_MMA
-  asm volatile(
-      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13}, %14, {%16, %17}, %15, {%18, %19};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(scale_a), "r"(scale_b), "n"(kByteA), "n"(kThreadA), "n"(kByteB), "n"(kThreadB));
+  MOEJIT_BLOCK_SCALE_MMA_ASM(
+      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0");
 #else
   trap("mma.kind::mxf4.block_scale needs sm_120a or sm_121a");
 #endif
 }
+
+#undef MOEJIT_BLOCK_SCALE_MMA_ASM
 
 }  // namespace moejit::prim
