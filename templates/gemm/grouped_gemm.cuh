@@ -328,7 +328,6 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       if constexpr (S::kBlockScaleMma) a_scale_byte[mt] = t % 2 == 0 ? byte[0] : byte[1];
     }
   };
-  if constexpr (S::kAct8 && !S::kActScaleBlock) load_a_block_scales(0);  // per token: one value per row
 
   // Multiplies the finished group's sums by their f32 scales (columns 2t, 2t + 1 of each n8
   // tile: scale positions 8t + w and 8t + 4 + w of the strip).
@@ -545,6 +544,9 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     }
     cp_async_commit();
   }
+  // Activation scales come from the kernel ahead too (the fused layer's quantization): read
+  // after the prologue, which waited for it.
+  if constexpr (S::kAct8 && !S::kActScaleBlock) load_a_block_scales(0);  // per token: one value per row
   // Slots rotate: stage i computes in slot i % kStages while stage i + kStages - 1 loads into
   // the slot before it (kept as counters: a modulo by 6 costs a multiply-high every stage).
   u32 compute_slot = 0, load_slot = S::kStages - 1;
