@@ -14,7 +14,9 @@
 
 #include "common/numeric.cuh"
 #include "moejit/moejit.h"
+#include "reference/compare.hpp"
 #include "reference/quantize.hpp"
+#include "reference/reference.hpp"
 #include "test_support.hpp"
 
 namespace moejit::test {
@@ -46,7 +48,7 @@ struct Buffer {
 
 struct Context {
   explicit Context(const TempDir& dir, moejit_backend_t backend = MOEJIT_BACKEND_HOST, const char* manifest = nullptr,
-                   int frozen = 0) {
+                   int frozen = 0, const char* host_arch = nullptr) {
     cache = dir / "store";
     moejit_context_options_t o;
     moejit_context_options_init(&o);
@@ -54,6 +56,7 @@ struct Context {
     o.cache_dir = cache.c_str();
     o.usage_manifest = manifest;
     o.frozen = frozen;
+    o.host_arch = host_arch;
     REQUIRE_MESSAGE(moejit_context_create(&o, &ctx) == MOEJIT_OK, std::string(moejit_last_error()));
   }
   ~Context() { moejit_context_destroy(ctx); }
@@ -145,6 +148,74 @@ inline moejit_model_desc_t mxfp4_model(std::uint32_t hidden, std::uint32_t inter
   m.scale_dtype = MOEJIT_DTYPE_E8M0;
   m.max_tokens = max_tokens;
   return m;
+}
+
+// Arguments of a contiguous-layout grouped GEMM of offsets.back() rows with an f32 output.
+inline moejit_grouped_gemm_args_t contiguous_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k,
+                                                  void* c, std::uint32_t n, const std::vector<i32>& offsets) {
+  moejit_grouped_gemm_args_t g;
+  moejit_grouped_gemm_args_init(&g);
+  g.weights = &p.w;
+  g.act_dtype = act;
+  g.out_dtype = MOEJIT_DTYPE_F32;
+  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+  g.m = offsets.back();
+  g.a = a;
+  g.lda = k;
+  g.c = c;
+  g.ldc = n;
+  g.expert_offsets = offsets.data();
+  return g;
+}
+
+// The relative error of that f32 output against the fp64 reference of `weights` and `a`.
+inline double contiguous_error(const quant::QuantizedWeights& weights, const std::vector<double>& a,
+                               const std::vector<i32>& offsets, const Buffer& out) {
+  quant::ReferenceProblem ref;
+  ref.layout = Layout::contiguous;
+  ref.weights = &weights;
+  ref.a = a;
+  ref.m = offsets.back();
+  ref.expert_offsets = offsets;
+  auto want = quant::reference_grouped_gemm(ref);
+  REQUIRE(want.ok());
+  std::vector<double> got(static_cast<std::size_t>(offsets.back()) * weights.n);
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<const float*>(out.data)[i];
+  return quant::relative_frobenius_error(got, want->c, weights.n, want->written);
+}
+
+// The relative error of a fused SiLU layer's bf16 output against fp64 of its unquantized
+// inputs: hidden `x` [T, H], w13 [E, 2I, H] and w2 [E, H, I] (logical), routing ids/weights.
+inline double fused_layer_error(const Buffer& out, const std::vector<float>& x, const VllmWeights& w13,
+                                const VllmWeights& w2, const std::vector<i32>& ids, const std::vector<float>& weights,
+                                std::uint32_t topk) {
+  const std::uint32_t H = w13.logical.k, I = w2.logical.k;
+  const std::size_t T = x.size() / H;
+  std::vector<double> want(T * H, 0.0), got(T * H);
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::uint32_t k = 0; k < topk; ++k) {
+      const i32 e = ids[t * topk + k];
+      std::vector<double> act(I);
+      for (std::uint32_t i = 0; i < I; ++i) {
+        double gate = 0, up = 0;
+        for (std::uint32_t h = 0; h < H; ++h) {
+          gate += x[t * H + h] * w13.logical.dequantized(e, i, h);
+          up += x[t * H + h] * w13.logical.dequantized(e, I + i, h);
+        }
+        act[i] = quant::silu_and_mul(gate, up);
+      }
+      for (std::uint32_t h = 0; h < H; ++h) {
+        double s = 0;
+        for (std::uint32_t i = 0; i < I; ++i) s += act[i] * w2.logical.dequantized(e, h, i);
+        want[t * H + h] += weights[t * topk + k] * s;
+      }
+    }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    u16 v;
+    std::memcpy(&v, static_cast<const char*>(out.data) + 2 * i, 2);
+    got[i] = prim::twin::bf16_to_f32(v);
+  }
+  return quant::relative_frobenius_error(got, want);
 }
 
 }  // namespace moejit::test

@@ -18,6 +18,7 @@
 #include "dispatch/fused_moe_op.hpp"
 #include "dispatch/spec_observer.hpp"
 #include "dispatch/weight_pack_op.hpp"
+#include "fp4_reference.hpp"
 #include "fp8_reference.hpp"
 #include "reference/compare.hpp"
 #include "reference/quantize.hpp"
@@ -77,6 +78,7 @@ struct FusedCase {
   // token / block128: W4A8 (weights packed for e4m3). The hidden states are then bf16 or f16
   // (the layer quantizes them) or e4m3 (quantized here, from the same bf16 values, with the
   // recipe written from the e4m3 definition: the same seed gives the same output either way).
+  // block32: W4A4 (MXFP4 weights packed for e2m1; hidden states bf16, f16 or e2m1 likewise).
   ActScale act_scale = ActScale::none;
 };
 
@@ -193,8 +195,10 @@ inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, 
       weights[t * c.topk + k] = wd(rng);
     }
   }
-  const bool fp8 = c.act_scale != ActScale::none, block = c.act_scale == ActScale::block128;
-  const DType source = c.act == DType::f16 ? DType::f16 : DType::bf16;  // e4m3 hidden: from bf16 values
+  const bool fp4 = c.act_scale == ActScale::block32;
+  const bool fp8 = c.act_scale != ActScale::none && !fp4, block = c.act_scale == ActScale::block128;
+  const bool quantized = fp8 || fp4;
+  const DType source = c.act == DType::f16 ? DType::f16 : DType::bf16;  // e4m3 / e2m1 hidden: from bf16 values
   std::vector<u16> hidden(static_cast<std::size_t>(c.tokens) * H);
   std::vector<float> x_source(hidden.size());
   std::normal_distribution<float> xd(0.0f, 1.0f);
@@ -202,16 +206,20 @@ inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, 
     hidden[i] = source == DType::bf16 ? prim::twin::f32_to_bf16(xd(rng)) : prim::twin::f32_to_f16(xd(rng));
     x_source[i] = source == DType::bf16 ? prim::twin::bf16_to_f32(hidden[i]) : prim::twin::f16_to_f32(hidden[i]);
   }
-  // What the GEMM multiplies: the hidden states, or for W4A8 their quantized values.
+  // What the GEMM multiplies: the hidden states, or for W4A8 / W4A4 their quantized values.
   std::vector<double> x(x_source.begin(), x_source.end());
   fp8::Quantized hidden_q;
+  fp4::Quantized hidden_q4;
   if (fp8) {
     hidden_q = fp8::quantize(x_source, static_cast<std::size_t>(c.tokens), H, block);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = hidden_q.value(i / H, static_cast<std::uint32_t>(i % H), H);
+  } else if (fp4) {
+    hidden_q4 = fp4::quantize(x_source, static_cast<std::size_t>(c.tokens), H);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = hidden_q4.value(i / H, static_cast<std::uint32_t>(i % H));
   }
 
   dispatch::FusedMoeRequest r;
-  const PackedOrder packed_for = fp8 ? PackedOrder::a8 : PackedOrder::a16;
+  const PackedOrder packed_for = fp4 ? PackedOrder::a4 : fp8 ? PackedOrder::a8 : PackedOrder::a16;
   r.w13 = pack(launcher, memory, w13, quant::RowOrder::concatenated, packed_for);
   r.w2 = pack(launcher, memory, w2, quant::RowOrder::plain, packed_for);
   r.act = c.act;
@@ -223,9 +231,12 @@ inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, 
   r.global_experts = global;
   if (c.act == DType::e4m3) {
     r.hidden = upload(launcher, memory, hidden_q.codes.data(), hidden_q.codes.size());
-    r.hidden_scales = static_cast<const float*>(
-        upload(launcher, memory, hidden_q.scales.data(), hidden_q.scales.size() * sizeof(float)));
+    r.hidden_scales = upload(launcher, memory, hidden_q.scales.data(), hidden_q.scales.size() * sizeof(float));
     r.hidden_scale_ld = block ? H / 128 : 0;
+  } else if (c.act == DType::e2m1) {
+    r.hidden = upload(launcher, memory, hidden_q4.packed.data(), hidden_q4.packed.size());
+    r.hidden_scales = upload(launcher, memory, hidden_q4.scales.data(), hidden_q4.scales.size());
+    r.hidden_scale_ld = hidden_q4.scale_ld;
   } else {
     r.hidden = upload(launcher, memory, hidden.data(), hidden.size() * 2);
   }
@@ -287,8 +298,13 @@ inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, 
           std::vector<float> row(I);
           for (std::uint32_t i = 0; i < I; ++i)
             row[i] = prim::twin::bf16_to_f32(prim::twin::f32_to_bf16(static_cast<float>(act[i])));
-          const fp8::Quantized q = fp8::quantize(row, 1, I, block);
-          for (std::uint32_t i = 0; i < I; ++i) act[i] = q.value(0, i, I);
+          if (fp4) {
+            const fp4::Quantized q = fp4::quantize(row, 1, I);
+            for (std::uint32_t i = 0; i < I; ++i) act[i] = q.value(0, i);
+          } else {
+            const fp8::Quantized q = fp8::quantize(row, 1, I, block);
+            for (std::uint32_t i = 0; i < I; ++i) act[i] = q.value(0, i, I);
+          }
         }
         for (std::uint32_t h = 0; h < H; ++h) {
           double s = 0;
@@ -300,13 +316,14 @@ inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, 
   };
   std::vector<double> got(static_cast<std::size_t>(c.tokens) * H);
   for (std::size_t i = 0; i < got.size(); ++i) got[i] = value_of(c.out, out, i);
-  result.error = quant::relative_frobenius_error(got, reference(x, fp8));
+  result.error = quant::relative_frobenius_error(got, reference(x, quantized));
   CHECK(result.error < 1e-2);
-  if (fp8) {
+  if (quantized) {
     result.end_to_end_error =
         quant::relative_frobenius_error(got, reference(std::vector<double>(x_source.begin(), x_source.end()), false));
-    MESSAGE(describe(c) << ": W4A8 error " << result.error << " against fp64 of the quantized activations, "
-                        << result.end_to_end_error << " end to end (against the unquantized layer)");
+    MESSAGE(describe(c) << ": " << (fp4 ? "W4A4" : "W4A8") << " error " << result.error
+                        << " against fp64 of the quantized activations, " << result.end_to_end_error
+                        << " end to end (against the unquantized layer)");
   }
   return result;
 }

@@ -32,6 +32,7 @@
 #include "spec/spec_json.hpp"
 #include "test_support.hpp"
 #include "align_reference.hpp"
+#include "fp4_reference.hpp"
 
 namespace moejit::test {
 
@@ -40,7 +41,7 @@ struct GemmCase {
   DType scale = DType::e8m0;
   std::uint32_t group = 32;
   DType act = DType::bf16;
-  ActScale act_scale = ActScale::none;  // e4m3 activations: per token or per 128 k
+  ActScale act_scale = ActScale::none;  // e4m3 activations: per token or per 128 k; e2m1: block32
   DType out = DType::bf16;
   Layout layout = Layout::indexed;
   Epilogue epilogue = Epilogue::none;
@@ -56,7 +57,8 @@ struct GemmCase {
   bool bias = false;
   bool drop_blocks = false;          // indexed: mark some blocks' expert -1 (expert parallelism)
   int a_exponent_shift = 0;          // e4m3: rows' magnitudes times 2^shift (extreme f32 scales)
-  bool a_edge_bytes = false;         // e4m3: rows with a NaN code, with +-448, with subnormals
+  bool a_edge_bytes = false;         // e4m3: rows with a NaN code, with +-448, with subnormals;
+                                     // e2m1: blocks with scale bytes 0x00, 0x01, 0xF0, 0xFF
   // Edits the logical weights after quantization (edge scale bytes).
   std::function<void(quant::QuantizedWeights&)> edit;
 };
@@ -202,7 +204,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   quant::PackOptions pack_options;
   pack_options.rows = act_and_mul ? quant::RowOrder::concatenated : quant::RowOrder::plain;
   pack_options.bias = bias;
-  pack_options.order = c.act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+  pack_options.order = quant::packed_order_for(c.act);
   auto packed = quant::pack(*q, pack_options);
   REQUIRE_MESSAGE(packed.ok(), packed.status().message());
 
@@ -276,13 +278,32 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   // it checks the kernel against the quantized inputs it was given.
   const std::int64_t lda = c.k;
   const std::size_t a_count = static_cast<std::size_t>(std::max<std::int64_t>(a_rows, 1) * lda);
-  std::vector<u16> a(c.act == DType::e4m3 ? 0 : a_count);
-  std::vector<u8> a8(c.act == DType::e4m3 ? a_count : 0);
+  const bool act8 = c.act == DType::e4m3, act4 = c.act == DType::e2m1;
+  std::vector<u16> a(act8 || act4 ? 0 : a_count);
+  std::vector<u8> a8(act8 ? a_count : 0);
   std::vector<double> a_values(a_count);
   std::normal_distribution<float> adist(0.0f, 1.0f);
   std::vector<float> a_scales;
   std::int64_t a_scale_ld = 0;
-  if (c.act == DType::e4m3) {
+  fp4::Quantized a4;
+  if (act4) {
+    // MXFP4 rows of different magnitudes (per 32-k block too), quantized by the test's own
+    // recipe; the reference reads e2m1 value * 2^(byte - 127).
+    const std::size_t rows = a_count / lda;
+    std::vector<float> x(a_count);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = adist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 9) - 4 + c.a_exponent_shift);
+    a4 = fp4::quantize(x, rows, c.k);
+    if (c.a_edge_bytes) {
+      // Row r % 5: 0 one NaN block (0xFF: its row's outputs are NaN), 1 a block at 2^-127, 2 one
+      // at 2^-126, 3 one at 2^113, 4 untouched; the block moves along k with the row.
+      const std::uint8_t bytes[4] = {0xff, 0x00, 0x01, 0xf0};
+      for (std::size_t r = 0; r < rows; ++r)
+        if (r % 5 < 4) a4.scales[r * a4.scale_ld + (r * 7) % (c.k / 32)] = bytes[r % 5];
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::uint32_t col = 0; col < c.k; ++col) a_values[r * lda + col] = a4.value(r, col);
+  } else if (act8) {
     const std::uint32_t block = c.act_scale == ActScale::block128 ? 128 : c.k;
     a_scale_ld = c.k / block;
     a_scales.resize(a_count / block);
@@ -334,7 +355,11 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   const KernelSpec spec = gemm_case_spec(c, launcher.backend(), launcher.arch());
   CAPTURE(spec_to_json(spec));
 
-  if (c.act == DType::e4m3) {
+  if (act4) {
+    p.a = memory.upload(a4.packed);
+    p.a_scales = memory.upload(a4.scales);
+    p.a_scale_ld = a4.scale_ld;
+  } else if (act8) {
     p.a = memory.upload(a8);
     p.a_scales = memory.upload(a_scales);
     p.a_scale_ld = a_scale_ld;
@@ -466,9 +491,9 @@ inline std::vector<GemmCase> format_matrix(const GemmFormat& f) {
   return cases;
 }
 
-// W4A8: e4m3 activations for one format, every layout x epilogue, the two scale granularities
-// alternating across them (and across output dtypes and biases).
-inline std::vector<GemmCase> act8_matrix(const GemmFormat& f) {
+// Quantized activations (`act` with its scale granularities, alternating) for one format, every
+// layout x epilogue, output dtypes and biases rotating.
+inline std::vector<GemmCase> scaled_act_matrix(const GemmFormat& f, DType act, std::initializer_list<ActScale> scales) {
   std::vector<GemmCase> cases;
   const DType outs[] = {DType::bf16, DType::f16, DType::f32};
   int i = 0;
@@ -477,8 +502,8 @@ inline std::vector<GemmCase> act8_matrix(const GemmFormat& f) {
     c.weight = f.weight;
     c.scale = f.scale;
     c.group = f.group;
-    c.act = DType::e4m3;
-    c.act_scale = i % 2 == 0 ? ActScale::token : ActScale::block128;
+    c.act = act;
+    c.act_scale = scales.begin()[i % scales.size()];
     c.out = outs[i++ % 3];
     c.layout = layout;
     c.epilogue = epilogue;
@@ -487,6 +512,16 @@ inline std::vector<GemmCase> act8_matrix(const GemmFormat& f) {
     cases.push_back(c);
   }
   return cases;
+}
+
+// W4A8: e4m3 activations per token and per 128 k.
+inline std::vector<GemmCase> act8_matrix(const GemmFormat& f) {
+  return scaled_act_matrix(f, DType::e4m3, {ActScale::token, ActScale::block128});
+}
+
+// W4A4: MXFP4 weights x e2m1 activations (E8M0 per 32 on both sides).
+inline std::vector<GemmCase> act4_matrix() {
+  return scaled_act_matrix({WeightFormat::mxfp4, DType::e8m0, 32}, DType::e2m1, {ActScale::block32});
 }
 
 // MXFP4 with one scale block per expert set to the edge byte 0x00 (2^-127), 0xFE or 0xFF

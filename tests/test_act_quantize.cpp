@@ -10,6 +10,7 @@
 #include <random>
 
 #include "common/numeric.cuh"
+#include "fp4_reference.hpp"
 #include "fp8_reference.hpp"
 #include "host_test_support.hpp"
 #include "kernels/act_quantize.hpp"
@@ -40,6 +41,16 @@ std::vector<float> test_rows(std::mt19937& rng, std::size_t rows, std::uint32_t 
   for (std::uint32_t c = 0; c < n; ++c) x[3 * n + c] *= 1e-3f;             // row 3: one outlier
   x[3 * n + rng() % n] = act == DType::bf16 ? 3e4f : 6e4f;
   return x;
+}
+
+// One block per row, as the fused layer launches it.
+void run_quantize(const ResolvedKernel& kernel, const ActQuantizeParams& p) {
+  HostLaunchShape shape;
+  shape.grid = {act_quantize_grid(p.rows).x, 1, 1};
+  shape.block = {kernel.meta.block_threads, 1, 1};
+  shape.dynamic_shared_bytes = kernel.meta.dynamic_shared_bytes;
+  const Status ran = launch_host_kernel(kernel, &p, sizeof p, shape);
+  REQUIRE_MESSAGE(ran.ok(), ran.message());
 }
 
 u16 narrow(DType act, float v) { return act == DType::bf16 ? prim::twin::f32_to_bf16(v) : prim::twin::f32_to_f16(v); }
@@ -76,12 +87,7 @@ void check_quantize(const ResolvedKernel& kernel, std::mt19937& rng, std::size_t
   p.ld_out = ld_out;
   p.scale_ld = scale_ld;
   p.rows = static_cast<i32>(rows);
-  HostLaunchShape shape;
-  shape.grid = {act_quantize_grid(p.rows).x, 1, 1};
-  shape.block = {kernel.meta.block_threads, 1, 1};
-  shape.dynamic_shared_bytes = kernel.meta.dynamic_shared_bytes;
-  const Status ran = launch_host_kernel(kernel, &p, sizeof p, shape);
-  REQUIRE_MESSAGE(ran.ok(), ran.message());
+  run_quantize(kernel, p);
 
   std::size_t bad = 0;
   for (std::size_t r = 0; r < rows; ++r) {
@@ -154,4 +160,118 @@ TEST_CASE("FP8 activation quantization specs are checked: input dtype, granulari
   bad = s;
   bad.bm = 16;
   CHECK(contains(validate_spec(bad).message(), "field 'bm' = 16: op act_quantize does not use it"));
+}
+
+namespace {
+
+// MXFP4 (e2m1, block32): every code and scale byte against fp4_reference.hpp's recipe, rows and
+// scale rows wider than n (their padding untouched), a NaN block and an infinite one (byte 0xFF),
+// a zero row (byte 127, codes 0), subnormal blocks (byte 0), ties of the e2m1 grid and values
+// just past 6 * 2^e (the scale rounds up: nothing saturates).
+void check_quantize_e2m1(const ResolvedKernel& kernel, std::mt19937& rng, std::size_t rows) {
+  const KernelSpec& s = kernel.spec;
+  const std::uint32_t n = s.n;
+  CAPTURE(to_string(s.act));
+  CAPTURE(n);
+  CAPTURE(rows);
+  const std::uint32_t ld_in = n + 24, ld_out = n / 2 + 16;
+  const std::int64_t scale_ld = fp4::scale_ld_for(n) + 16;
+  std::vector<float> x = test_rows(rng, rows, n, s.act);
+  if (rows > 5) {
+    // Row 4: subnormal magnitudes (bf16) or the smallest f16 ones; row 5: e2m1 ties and the
+    // values just past a binade of the scale in its first blocks.
+    for (std::uint32_t c = 0; c < n; ++c) x[4 * n + c] = std::ldexp(static_cast<float>(c % 7) - 3.0f, s.act == DType::bf16 ? -130 : -20);
+    const float ties[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, -0.25f};
+    for (std::uint32_t c = 0; c < n; ++c) x[5 * n + c] = ties[c % 8] * (c % 64 < 32 ? 1.0f : 4.0f);
+    x[5 * n + 31] = 6.0f;                       // block 0: amax exactly 6 * 2^0
+    if (n >= 64) x[5 * n + 63] = 6.0f * 4.0f * 1.0078125f;  // block 1: just past 6 * 2^2
+  }
+  std::vector<u16> in(rows * ld_in, 0x7fc1);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::uint32_t c = 0; c < n; ++c) {
+      in[r * ld_in + c] = narrow(s.act, x[r * n + c]);
+      x[r * n + c] = widen(s.act, in[r * ld_in + c]);
+    }
+  const fp4::Quantized want = fp4::quantize(x, rows, n);
+
+  std::vector<u8> out(rows * ld_out, kPoisonByte), scales(rows * scale_ld + 4, kPoisonByte);
+  ActQuantizeParams p{};
+  p.in = in.data();
+  p.out = out.data();
+  p.scales = scales.data();
+  p.ld_in = ld_in;
+  p.ld_out = ld_out;
+  p.scale_ld = scale_ld;
+  p.rows = static_cast<i32>(rows);
+  run_quantize(kernel, p);
+
+  std::size_t bad = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::uint32_t b = 0; b < scale_ld; ++b) {
+      const u8 got = scales[r * scale_ld + b], expect = b < n / 32 ? want.scales[r * want.scale_ld + b] : kPoisonByte;
+      if (got != expect && bad++ < 8)
+        CHECK_MESSAGE(false, "row " << r << " scale " << b << " = 0x" << std::hex << int(got) << ", expected 0x" << int(expect));
+    }
+    for (std::uint32_t c = 0; c < ld_out * 2; ++c) {
+      const u8 got = static_cast<u8>(c % 2 ? out[r * ld_out + c / 2] >> 4 : out[r * ld_out + c / 2] & 15);
+      if (c < n && want.scales[r * want.scale_ld + c / 32] == 0xff) continue;  // a NaN block's codes carry nothing
+      const u8 expect = c < n ? want.code(r, c) : (c % 2 ? kPoisonByte >> 4 : kPoisonByte & 15);
+      if (got != expect && bad++ < 8)
+        CHECK_MESSAGE(false, "row " << r << " column " << c << ": code " << int(got) << ", expected " << int(expect)
+                                    << " (x = " << (c < n ? x[r * n + c] : 0.0f) << ")");
+    }
+  }
+  CHECK(bad == 0);
+  // The recipe's edges: zero row -> byte 127; the NaN row and the infinite one have a 0xFF block.
+  CHECK(want.scales[0] == 127);
+  CHECK(std::count(want.scales.begin() + want.scale_ld, want.scales.begin() + 2 * want.scale_ld, u8{0xff}) == 1);
+  if (s.act == DType::bf16)
+    CHECK(std::count(want.scales.begin() + 2 * want.scale_ld, want.scales.begin() + 3 * want.scale_ld, u8{0xff}) == 1);
+  if (rows > 5) {
+    CHECK(want.scales[5 * want.scale_ld] == 127);  // amax 6: scale 1, code 7 (6) unsaturated
+    CHECK(want.code(5, 31) == 7);
+    if (n >= 64) CHECK(want.scales[5 * want.scale_ld + 1] == 130);  // past 24: scale 8, not 4
+    CHECK(want.code(5, 0) == 0);   // 0.25: tie between 0 and 0.5 -> 0 (even)
+    CHECK(want.code(5, 1) == 2);   // 0.75 -> 1.0 (even)
+    CHECK(want.code(5, 6) == 6);   // 5.0 -> 4 (even)
+  }
+}
+
+}  // namespace
+
+TEST_CASE("MXFP4 activation quantization on the host backend: codes and E8M0 bytes exactly as the recipe gives them") {
+  if (!host_compiler_or_skip()) return;
+  TempDir dir;
+  auto resolver = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(resolver.ok());
+  const KernelSpec specs[] = {act_quantize_spec(DType::bf16, ActScale::block32, 2048, Arch::sm_120a, Backend::host),
+                              act_quantize_spec(DType::f16, ActScale::block32, 2880, Arch::sm_120a, Backend::host),
+                              act_quantize_spec(DType::bf16, ActScale::block32, 96, Arch::sm_121a, Backend::host),
+                              act_quantize_spec(DType::bf16, ActScale::block32, 9216, Arch::sm_120a, Backend::host)};
+  for (const KernelSpec& spec : specs) CHECK(spec.out == DType::e2m1);
+  std::vector<std::future<Result<Resolution>>> pending;
+  for (const KernelSpec& spec : specs) pending.push_back((*resolver)->resolve_async(spec));
+  const unsigned seed = std::random_device{}();
+  INFO("seed: " << seed);
+  std::mt19937 rng(seed);
+  for (auto& f : pending) {
+    auto r = f.get();
+    REQUIRE_MESSAGE(r.ok(), r.status().message());
+    for (std::size_t rows : {6u, 11u}) check_quantize_e2m1(*r->kernel, rng, rows);
+  }
+}
+
+TEST_CASE("MXFP4 activation quantization specs are checked: scales per 32, rows of whole blocks") {
+  KernelSpec s = act_quantize_spec(DType::bf16, ActScale::block32, 2880, Arch::sm_120a, Backend::device);
+  CHECK(validate_spec(s).ok());
+  KernelSpec bad = s;
+  bad.act_scale = ActScale::token;
+  CHECK(contains(validate_spec(bad).message(), "field 'act_scale' = token: expected block32"));
+  bad = s;
+  bad.out = DType::e4m3;
+  bad.act_scale = ActScale::block32;
+  CHECK(contains(validate_spec(bad).message(), "field 'act_scale' = block32: expected token or block128"));
+  bad = s;
+  bad.n = 2880 + 8;
+  CHECK(contains(validate_spec(bad).message(), "expected a multiple of 32 with act_scale block32"));
 }

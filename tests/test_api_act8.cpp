@@ -56,40 +56,6 @@ Act8 quantize_rows(std::mt19937& rng, std::int64_t rows, std::uint32_t k, std::u
   return a;
 }
 
-// Arguments of a contiguous-layout grouped GEMM of `m` rows with an f32 output.
-moejit_grouped_gemm_args_t contiguous_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k, void* c,
-                                           std::uint32_t n, const std::vector<i32>& offsets) {
-  moejit_grouped_gemm_args_t g;
-  moejit_grouped_gemm_args_init(&g);
-  g.weights = &p.w;
-  g.act_dtype = act;
-  g.out_dtype = MOEJIT_DTYPE_F32;
-  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
-  g.m = offsets.back();
-  g.a = a;
-  g.lda = k;
-  g.c = c;
-  g.ldc = n;
-  g.expert_offsets = offsets.data();
-  return g;
-}
-
-// The relative error of that f32 output against the fp64 reference of `weights` and `a`.
-double contiguous_error(const quant::QuantizedWeights& weights, const std::vector<double>& a,
-                        const std::vector<i32>& offsets, const Buffer& out) {
-  quant::ReferenceProblem ref;
-  ref.layout = Layout::contiguous;
-  ref.weights = &weights;
-  ref.a = a;
-  ref.m = offsets.back();
-  ref.expert_offsets = offsets;
-  auto want = quant::reference_grouped_gemm(ref);
-  REQUIRE(want.ok());
-  std::vector<double> got(static_cast<std::size_t>(offsets.back()) * weights.n);
-  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<const float*>(out.data)[i];
-  return quant::relative_frobenius_error(got, want->c, weights.n, want->written);
-}
-
 }  // namespace
 
 TEST_CASE("C ABI: grouped GEMM with E4M3 activations (per token and per 128 k) and MXFP4 weights packed for them") {
@@ -282,31 +248,7 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   CHECK(std::memcmp(out16.data, out8.data, out16.size) == 0);
 
   // The output is the layer: against fp64 of the unquantized inputs, FP8's few percent.
-  std::vector<double> want(T * H, 0.0), got(T * H);
-  for (std::int32_t t = 0; t < T; ++t)
-    for (std::uint32_t k = 0; k < topk; ++k) {
-      const i32 e = ids[t * topk + k];
-      std::vector<double> act(I);
-      for (std::uint32_t i = 0; i < I; ++i) {
-        double gate = 0, up = 0;
-        for (std::uint32_t h = 0; h < H; ++h) {
-          gate += x[t * H + h] * w13.logical.dequantized(e, i, h);
-          up += x[t * H + h] * w13.logical.dequantized(e, I + i, h);
-        }
-        act[i] = quant::silu_and_mul(gate, up);
-      }
-      for (std::uint32_t h = 0; h < H; ++h) {
-        double s = 0;
-        for (std::uint32_t i = 0; i < I; ++i) s += act[i] * w2.logical.dequantized(e, h, i);
-        want[t * H + h] += tw[t * topk + k] * s;
-      }
-    }
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    u16 v;
-    std::memcpy(&v, static_cast<char*>(out16.data) + 2 * i, 2);
-    got[i] = prim::twin::bf16_to_f32(v);
-  }
-  const double err = quant::relative_frobenius_error(got, want);
+  const double err = fused_layer_error(out16, x, w13, w2, ids, tw, topk);
   MESSAGE("W4A8 fused layer through the C ABI, block128 scales: relative error " << err << " end to end");
   CHECK(err < 0.1);
 
@@ -335,9 +277,11 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   m.act_dtype = MOEJIT_DTYPE_E4M3;
   const char* arch = "sm_90a";
   CHECK(moejit_warmup(c.ctx, &m, &arch, 1, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
-  CHECK(std::string(moejit_last_error()).find("'model->act_scale' = NONE with act_dtype E4M3") != std::string::npos);
+  CHECK(std::string(moejit_last_error()).find("'model->act_scale' = 0 (none): expected MOEJIT_ACT_SCALE_TOKEN or "
+                                              "MOEJIT_ACT_SCALE_BLOCK128 with e4m3") != std::string::npos);
   m.act_dtype = MOEJIT_DTYPE_BF16;
   m.act_scale = MOEJIT_ACT_SCALE_TOKEN;
   CHECK(moejit_warmup(c.ctx, &m, &arch, 1, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
-  CHECK(std::string(moejit_last_error()).find("'model->act_scale' = token: expected NONE") != std::string::npos);
+  CHECK(std::string(moejit_last_error()).find("'model->act_scale' = 1 (token): expected MOEJIT_ACT_SCALE_NONE") !=
+        std::string::npos);
 }

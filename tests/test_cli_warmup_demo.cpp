@@ -114,13 +114,41 @@ TEST_CASE("moejit warmup --act e4m3 warms the W4A8 layer: its GEMMs and both qua
     CHECK(doc["errors"].empty());
   }
   Json bad = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a", "--act-scale", "token"}, 1);
-  CHECK(bad["error"]["message"].get<std::string>().find("--act-scale token: applies to --act e4m3 only") !=
+  CHECK(bad["error"]["message"].get<std::string>().find("--act-scale token: applies to --act e4m3 or e2m1 only") !=
         std::string::npos);
   Json old = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_80", "--act", "e4m3",
                             "--max-tokens", "1"},
                       1);
   REQUIRE(old["errors"].size() == 2);  // no e4m3 mma before sm_89: each GEMM says so
   CHECK(old["errors"][0].get<std::string>().find("e4m3 needs sm_89 or newer, not sm_80") != std::string::npos);
+}
+
+TEST_CASE("moejit warmup --act e2m1 warms the W4A4 layer on sm_120a and sm_121a, and says where it cannot") {
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  Json doc = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_120a", "--weights", "mxfp4",
+                            "--act", "mxfp4", "--max-tokens", "4"});
+  // One tile: align, gate/up, down, reduce, and the e2m1 quantizations of bf16 and f16 hidden
+  // states and of the gate/up output.
+  CHECK(doc["kernels"] == 7);
+  CHECK(doc["compiled"] == 7);
+  CHECK(doc["errors"].empty());
+  // The sm_121 family (GB10 and its siblings' SM counts): at least as many, all compiled.
+  Json spark = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_121", "--act", "e2m1",
+                              "--max-tokens", "4"});
+  CHECK(spark["kernels"].get<int>() >= 7);
+  CHECK(spark["errors"].empty());
+  Json hopper = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a", "--act", "e2m1"}, 1);
+  CHECK(hopper["error"]["message"].get<std::string>().find("'act' = e2m1 for sm_90a") != std::string::npos);
+  Json int4 = run_json(dir, {"demo", "--model", dir / "config.json", "--backend", "host", "--weights", "int4-g128",
+                             "--act", "e2m1"},
+                       1);
+  CHECK(int4["error"]["message"].get<std::string>().find("--act e2m1 with --weights int4-g128") != std::string::npos);
+  Json scale = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_120a", "--act", "e2m1",
+                              "--act-scale", "token"},
+                        1);
+  CHECK(scale["error"]["message"].get<std::string>().find("--act-scale token: expected block32") != std::string::npos);
 }
 
 TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {
@@ -173,6 +201,15 @@ TEST_CASE("moejit demo runs a fused MoE layer on the host backend and checks it"
   CHECK(fp8["relative_error"].get<double>() < 0.1);
   CHECK(fp8["w4a16"]["relative_error"].get<double>() < 1e-2);
   CHECK(fp8["relative_error"].get<double>() > fp8["w4a16"]["relative_error"].get<double>());
+  // W4A4: MXFP4 activations, the host executor running the sm_120a kernels.
+  Json fp4 = run_json(dir, {"demo", "--model", dir / "config.json", "--backend", "host", "--tokens", "3", "--act",
+                            "e2m1"});
+  CHECK(fp4["ok"] == true);
+  CHECK(fp4["act"] == "e2m1");
+  CHECK(fp4["act_scale"] == "block32");
+  CHECK(fp4["arch"] == "sm_120a");
+  CHECK(fp4["relative_error"].get<double>() < 0.3);
+  CHECK(fp4["relative_error"].get<double>() > fp4["w4a16"]["relative_error"].get<double>());
 }
 
 TEST_CASE("a store warmed for a plain architecture name serves a frozen run on a GPU of that family") {
@@ -231,4 +268,23 @@ TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on an H200 and a GB1
       }
     }
   }
+}
+
+TEST_CASE("a store warmed for W4A4 serves a frozen W4A4 run on a GB10") {
+  if (!nvrtc_or_skip()) return;
+  const std::filesystem::path driver = null_driver_or_skip();
+  if (driver.empty()) return;
+  // demo --act e2m1 runs the layer in W4A16, then W4A4; both warm-ups fill the store, and the
+  // frozen run on the null driver standing in for a GB10 finds every kernel.
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  for (const char* act : {"bf16", "e2m1"}) {
+    Json warm = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", kGb10.name, "--max-tokens", "2",
+                              "--out", "f32", "--act", act});
+    CHECK(warm["errors"].empty());
+  }
+  const Json doc = frozen_demo(dir, driver, kGb10, {"--act", "e2m1"});
+  CAPTURE(doc.dump());
+  REQUIRE(doc.contains("error"));
+  check_only_the_output_check_failed(doc);
 }

@@ -218,4 +218,40 @@ TEST_CASE("GPU grouped GEMM W4A8: formats x scale granularities x layouts x epil
   }
 }
 
+TEST_CASE("GPU grouped GEMM W4A4 (sm_120a / sm_121a): layouts x epilogues, E8M0 edge bytes on both sides, split-K") {
+  // The hardware check of the kind::mxf4 lane and scale mapping the host twin follows.
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  if (!has_block_scale_mma(l->arch())) {
+    MESSAGE("skipped: e2m1 activations need the block-scaled mma of sm_120a or sm_121a; this GPU is "
+            << to_string(l->arch()));
+    return;
+  }
+  std::vector<GemmCase> cases = act4_matrix();
+  GemmCase edge = cases.front();
+  edge.a_edge_bytes = true;  // NaN, 2^-127, 2^-126, 2^113 blocks in the activations
+  edge.layout = Layout::contiguous;
+  edge.out = DType::f32;
+  edge.tokens = 37;
+  cases.push_back(edge);
+  for (GemmCase c : edge_scale_lane_cases()) {
+    c.act = DType::e2m1;
+    c.act_scale = ActScale::block32;
+    cases.push_back(c);
+  }
+  run_cases(*l, cases);
+  TempDir dir;
+  auto resolver = device_resolver(dir);
+  GemmCase c;
+  c.act = DType::e2m1;
+  c.act_scale = ActScale::block32;
+  c.k = 1280;
+  c.split_k = 4;
+  c.out = DType::f32;
+  c.tokens = 9;
+  const std::uint32_t seed = fresh_seed();
+  auto first = run_gemm_case(*resolver, *l, c, seed);
+  CHECK(first.output == run_gemm_case(*resolver, *l, c, seed).output);
+}
+
 }  // TEST_SUITE

@@ -104,3 +104,25 @@ TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles 
   }
   check_compiled(jobs);
 }
+
+TEST_CASE("every grouped GEMM tile configuration with e2m1 activations compiles on sm_120a and sm_121a with no spills") {
+  // W4A4: MXFP4 x MXFP4 through kind::mxf4 block-scaled mma's, the plain store and the
+  // act-and-mul epilogue, on the two targets that have the instruction.
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  CompileJobs jobs;
+  for (Arch arch : default_target_archs()) {
+    if (!has_block_scale_mma(arch)) continue;
+    KernelSpec corner = format_corners(arch)[0];
+    corner.act = DType::e2m1;
+    corner.act_scale = ActScale::block32;
+    for (Epilogue epilogue : {Epilogue::none, Epilogue::silu_and_mul}) {
+      corner.epilogue = epilogue;
+      add_every_tile(**r, corner, jobs);
+    }
+  }
+  CHECK(jobs.size() >= 8);  // both targets
+  check_compiled(jobs);
+}

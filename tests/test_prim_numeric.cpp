@@ -5,10 +5,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <vector>
 
 #include "common/half2.cuh"
 #include "common/numeric.cuh"
+#include "fp4_reference.hpp"
+#include "moe/quantize_params.cuh"
 
 using namespace moejit;
 using namespace moejit::prim;
@@ -225,4 +229,45 @@ TEST_CASE("fma.rn.bf16x2 twin equals the exactly rounded result, ties far below 
   CHECK(twin::fma_bf16(three, one_plus, 0x0000) == 0x4042);
   CHECK(twin::fma_bf16(three, one_plus, twin::f32_to_bf16(-std::ldexp(1.0f, -60))) == 0x4041);
   CHECK(twin::fma_bf16(three, one_plus, twin::f32_to_bf16(std::ldexp(1.0f, -60))) == 0x4042);
+}
+
+TEST_CASE("f32 -> e2m1 rounds to the nearest of +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, ties to the even code, past 6 saturated") {
+  // Against fp4_reference.hpp's search over the code table (written from the OCP definition):
+  // every midpoint and its f32 neighbours, the grid values, random magnitudes and signs.
+  std::vector<float> xs = {0.0f, -0.0f, 1e-30f, 6.0f, 7.0f, 1e30f, std::numeric_limits<float>::infinity()};
+  for (float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f})
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 10.0f)}) xs.push_back(x);
+  for (std::uint8_t c = 0; c < 8; ++c) xs.push_back(static_cast<float>(test::fp4::e2m1_value(c)));
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(0.0f, 7.0f);
+  for (int i = 0; i < 20000; ++i) xs.push_back(u(rng));
+  for (float x : xs)
+    for (float sign : {1.0f, -1.0f}) {
+      const float v = sign * x;
+      CAPTURE(v);
+      const std::uint8_t want = std::isinf(v) ? static_cast<std::uint8_t>((v < 0 ? 8 : 0) | 7) : test::fp4::e2m1_code(v);
+      CHECK(prim::twin::f32_to_e2m1(v) == want);
+    }
+}
+
+TEST_CASE("the MXFP4 recipe's E8M0 byte is the smallest 2^e >= amax / 6 (e >= -127), 127 for 0, 0xFF for inf/NaN") {
+  std::vector<float> amax = {0.0f, 6.0f, std::nextafter(6.0f, 7.0f), 1.0f, 1.5f, std::nextafter(1.5f, 2.0f), 3.0f,
+                             std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
+                             std::numeric_limits<float>::max(), std::ldexp(6.0f, -127), std::ldexp(6.0f, -126)};
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(rng()) & 0x7f7fffffu;  // finite, non-negative
+    float f;
+    std::memcpy(&f, &bits, 4);
+    amax.push_back(f);
+  }
+  for (float a : amax) {
+    CAPTURE(a);
+    std::uint32_t bits;
+    std::memcpy(&bits, &a, 4);
+    CHECK(e2m1_block_scale_byte(bits) == test::fp4::scale_byte(a));
+  }
+  CHECK(e2m1_block_scale_byte(0x7f800000u) == 0xff);
+  CHECK(e2m1_block_scale_byte(0x7fc00000u) == 0xff);
+  CHECK(test::fp4::scale_byte(std::numeric_limits<double>::quiet_NaN()) == 0xff);
 }

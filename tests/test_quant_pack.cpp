@@ -84,8 +84,11 @@ constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 
 // 8 (e % 4) + 4 (e / 4); E2M1 element e keeps M, E0, E1, sign at these bits of byte e % 4.
 constexpr u32 kA8E2m1ByteBits[2][4] = {{2, 3, 4, 7}, {0, 1, 6, 5}};
 
+// The 4-bit-activation order (PackedOrder::a4, MXFP4 only): element e is nibble e, the code as
+// mma.m16n8k64's e2m1 B register holds it.
 u32 code_in_word(WeightFormat f, PackedOrder order, u32 word, u32 e) {
   u32 code = 0;
+  if (order == PackedOrder::a4) return (word >> (4 * e)) & 0xF;
   if (order == PackedOrder::a8) {
     if (f != WeightFormat::mxfp4) return (word >> (8 * (e % 4) + 4 * (e / 4))) & 0xF;
     for (u32 b = 0; b < 4; ++b) code |= ((word >> (8 * (e % 4) + kA8E2m1ByteBits[e / 4][b])) & 1u) << b;
@@ -98,13 +101,17 @@ u32 code_in_word(WeightFormat f, PackedOrder order, u32 word, u32 e) {
 
 // The k offset (in its 32-k tile) of element el of a lane's word: mma.m16n8k16's B fragment
 // for a16 (step el / 4, register (el / 2) % 2, half el % 2), mma.m16n8k32's e4m3 one for a8
-// (register el / 4, byte el % 4).
+// (register el / 4, byte el % 4), mma.m16n8k64's e2m1 one for a4 (register r nibble j is k
+// 32 r + 8 t + j; a 32-k tile holds one register's k range: 8 t + el).
 u32 element_k(PackedOrder order, u32 lane, u32 el) {
+  if (order == PackedOrder::a4) return 8 * (lane % 4) + el;
   if (order == PackedOrder::a8) return 16 * (el / 4) + 4 * (lane % 4) + el % 4;
   return 16 * (el / 4) + 8 * ((el / 2) % 2) + 2 * (lane % 4) + el % 2;
 }
 
-constexpr PackedOrder kOrders[] = {PackedOrder::a16, PackedOrder::a8};
+constexpr PackedOrder kOrders[] = {PackedOrder::a16, PackedOrder::a8, PackedOrder::a4};
+// a4 exists for MXFP4 weights only (e2m1 x e2m1 mma's).
+bool order_applies(WeightFormat f, PackedOrder order) { return order != PackedOrder::a4 || f == WeightFormat::mxfp4; }
 
 // Where the scale of (expert e, group g, packed column c) sits: [E][K/G][N], each 32-column
 // strip permuted so that column 8w + i of the strip is at position 4i + w.
@@ -137,6 +144,7 @@ TEST_CASE("every packer output round-trips through the unpacker") {
   for (const auto& fc : every_format(K)) {
     for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved})
     for (PackedOrder order : kOrders) {
+      if (!order_applies(fc.format, order)) continue;
       CAPTURE(static_cast<int>(fc.format));
       CAPTURE(fc.group);
       CAPTURE(static_cast<int>(fc.dtype));
@@ -172,6 +180,7 @@ TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w
   for (const auto& fc : every_format(K)) {
     for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved})
     for (PackedOrder order : kOrders) {
+      if (!order_applies(fc.format, order)) continue;
       CAPTURE(static_cast<int>(fc.format));
       CAPTURE(fc.group);
       CAPTURE(static_cast<int>(order));
@@ -341,6 +350,8 @@ TEST_CASE("packers check their arguments first") {
   w.group_size = 64;
   check_error(pack(w).status(), Code::invalid_argument, {"group_size = 64", "mxfp4"});
   w = random_logical(rng, WeightFormat::int4_sym, 32, DType::f16, 2, 64, 64);
+  check_error(pack(w, {.order = PackedOrder::a4}).status(), Code::invalid_argument,
+              {"order a4", "int4_sym", "expected mxfp4"});
   w.codes.pop_back();
   check_error(pack(w).status(), Code::invalid_argument, {"codes has 8191 elements", "8192"});
   w = random_logical(rng, WeightFormat::int4_sym, 32, DType::f16, 2, 64, 64);

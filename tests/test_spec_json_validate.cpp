@@ -4,6 +4,7 @@
 
 #include "codegen/generate.hpp"
 #include "spec/spec_json.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "kernels/kernel_def.hpp"
 #include "test_support.hpp"
 
@@ -167,7 +168,32 @@ TEST_CASE("grouped GEMM specs: alignment, groups, formats and tiles are checked 
   check_error(validate_spec(s), Code::invalid_argument, {"'act_scale' = token", "expected none for bf16"});
   s = gemm_spec();
   s.act = DType::f32;
-  check_error(validate_spec(s), Code::invalid_argument, {"'act' = f32", "bf16, f16 or e4m3"});
+  check_error(validate_spec(s), Code::invalid_argument, {"'act' = f32", "bf16, f16, e4m3 or e2m1"});
+  // e2m1 (W4A4): MXFP4 weights, block32 scales, k64 steps, and a target with the kind::mxf4 mma.
+  s = gemm_spec();
+  s.weight = WeightFormat::mxfp4;
+  s.scale = DType::e8m0;
+  s.group_size = 32;
+  s.arch = Arch::sm_120a;
+  s.act = DType::e2m1;
+  check_error(validate_spec(s), Code::invalid_argument, {"'act_scale' = none", "expected block32"});
+  s.act_scale = ActScale::block32;
+  CHECK(validate_spec(s).ok());
+  CHECK(kGroupedGemmKernel.check(s).ok());
+  // The target check (as for e4m3 before sm_89) runs before a compile: the kernel's check.
+  s.arch = Arch::sm_90a;
+  CHECK(validate_spec(s).ok());
+  check_error(kGroupedGemmKernel.check(s), Code::unsupported, {"'act' = e2m1 needs the block-scaled mma", "not sm_90a"});
+  s.arch = Arch::sm_120;  // the plain form has no arch-specific instructions
+  check_error(kGroupedGemmKernel.check(s), Code::unsupported, {"not sm_120"});
+  s.arch = Arch::sm_121a;
+  s.bk = 32;
+  check_error(validate_spec(s), Code::invalid_argument, {"bk = 32", "multiples of 64"});
+  s = gemm_spec();
+  s.arch = Arch::sm_120a;
+  s.act = DType::e2m1;
+  s.act_scale = ActScale::block32;
+  check_error(validate_spec(s), Code::invalid_argument, {"'act' = e2m1 with weight", "expected mxfp4 weights"});
   s = gemm_spec();
   s.layout = Layout::contiguous;
   s.epilogue = Epilogue::topk_weight;

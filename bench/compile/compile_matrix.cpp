@@ -1,6 +1,7 @@
 // Prints the grouped-GEMM compile matrix as a Markdown table (for the README): registers,
 // spills and shared memory of every tile configuration on every target, for the two format
-// corners the compile-matrix test checks, and their W4A8 forms (e4m3 activations, sm_89 and newer).
+// corners the compile-matrix test checks, their W4A8 forms (e4m3 activations, sm_89 and newer)
+// and MXFP4 W4A4 (e2m1 activations, sm_120a / sm_121a).
 
 #include <cstdio>
 #include <filesystem>
@@ -41,11 +42,14 @@ int main() {
       {"mxfp4 / e4m3 act, token scales / store", WeightFormat::mxfp4, DType::e8m0, DType::e4m3, 32, Epilogue::none,
        ActScale::token},
       {"int4 asym g128 / e4m3 act, block128 scales / silu_and_mul", WeightFormat::int4_asym, DType::f16, DType::e4m3,
-       128, Epilogue::silu_and_mul, ActScale::block128}};
+       128, Epilogue::silu_and_mul, ActScale::block128},
+      {"mxfp4 / e2m1 act, block32 scales / store", WeightFormat::mxfp4, DType::e8m0, DType::e2m1, 32, Epilogue::none,
+       ActScale::block32}};
   std::vector<std::pair<std::string, std::future<Result<Resolution>>>> rows;
   for (const Corner& c : corners)
     for (Arch arch : default_target_archs()) {
       if (c.act == DType::e4m3 && arch_info(arch).sm < 89) continue;  // no e4m3 mma before sm_89
+      if (c.act == DType::e2m1 && !has_block_scale_mma(arch)) continue;  // kind::mxf4: sm_120a / sm_121a
       for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group)) {
         KernelSpec s{};
         s.op = Op::grouped_gemm;

@@ -13,6 +13,7 @@
 
 #include "dispatch/fused_moe_op.hpp"
 #include "quant/formats.hpp"
+#include "quant/pack.hpp"
 #include "support/fs.hpp"
 #include "support/subprocess.hpp"
 
@@ -28,6 +29,7 @@ constexpr std::array kWeightChoices = {
     WeightChoice{"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
     WeightChoice{"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3},
     WeightChoice{"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3},
+    WeightChoice{"mxfp4_w4a4", WeightFormat::mxfp4, DType::e8m0, 32, DType::e2m1},
 };
 
 // The specs moejit's fused MoE layer picks for `tokens` tokens of `model` on `device`. The one
@@ -37,14 +39,13 @@ Result<dispatch::FusedMoeSpecs> heuristic_specs(const dispatch::MoeLayerShape& m
                                                 std::uint32_t tokens, const DeviceProfile& device) {
   alignas(256) static const int placeholder[4] = {};
   dispatch::FusedMoeRequest r;
-  const bool w4a8 = format.act == DType::e4m3;
-  const PackedOrder order = w4a8 ? PackedOrder::a8 : PackedOrder::a16;
+  const PackedOrder order = quant::packed_order_for(format.act);
   r.w13 = {format.weight, format.group, format.scale, model.experts, 2 * model.intermediate, model.hidden, true,
            placeholder, placeholder, nullptr, nullptr, order};
   r.w2 = {format.weight, format.group, format.scale, model.experts, model.hidden, model.intermediate, false,
           placeholder, placeholder, nullptr, nullptr, order};
   r.act = DType::bf16;
-  r.act_scale = w4a8 ? ActScale::token : ActScale::none;
+  r.act_scale = format.act == DType::e4m3 ? ActScale::token : format.act == DType::e2m1 ? ActScale::block32 : ActScale::none;
   r.out = DType::bf16;
   r.activation = model.activation;
   r.topk = model.topk;

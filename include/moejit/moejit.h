@@ -71,7 +71,9 @@ typedef enum moejit_dtype {
   MOEJIT_DTYPE_F16 = 2,
   MOEJIT_DTYPE_F32 = 3,
   MOEJIT_DTYPE_E4M3 = 4,
-  MOEJIT_DTYPE_E8M0 = 5
+  MOEJIT_DTYPE_E8M0 = 5,
+  MOEJIT_DTYPE_E2M1 = 6  /* MXFP4 activations: two codes per byte, the even element in the
+                            low nibble; with E8M0 scales per 32 (MOEJIT_ACT_SCALE_BLOCK32) */
 } moejit_dtype_t;
 
 typedef enum moejit_weight_format {
@@ -122,6 +124,9 @@ typedef struct moejit_context_options {
   void* log_user_data;
   const char* usage_manifest;        /* append every spec this context uses to this file (for
                                         `moejit warmup --from-usage`); NULL: none */
+  /* Added in 0.2 (read only when struct_size covers it): the target whose kernels the host
+     backend runs, e.g. "sm_120a" for the block-scaled paths (E2M1 activations); NULL: sm_90a. */
+  const char* host_arch;
 } moejit_context_options_t;
 
 void moejit_context_options_init(moejit_context_options_t* options);
@@ -194,7 +199,8 @@ typedef struct moejit_weights_desc {
   int32_t source_on_device;     /* device backend: the source tensors are in device memory */
   /* Added in 0.2 (read only when struct_size covers it): the activations the weights will be
      used with. BF16 (the default) and F16 share one packing; E4M3 packs the tiles for FP8
-     activations (mma with k = 32), which 16-bit activations cannot use, and the other way round. */
+     activations (mma with k = 32) and E2M1 for MXFP4 ones (MXFP4 weights only; mma with k = 64):
+     each packing serves its own activation type only. */
   moejit_dtype_t act_dtype;
 } moejit_weights_desc_t;
 
@@ -217,7 +223,7 @@ typedef struct moejit_packed_weights {
   uint64_t qweight_bytes, scales_bytes, zeros_bytes, bias_bytes;  /* sizes of the buffers above */
   /* Added in 0.2 (read only when struct_size covers it; else BF16): the activations the tiles
      were packed for, set by moejit_pack_weights from the source's act_dtype: BF16 for 16-bit
-     activations (BF16 or F16), E4M3 for FP8 ones. */
+     activations (BF16 or F16), E4M3 for FP8 ones, E2M1 for MXFP4 ones. */
   moejit_dtype_t act_dtype;
 } moejit_packed_weights_t;
 
@@ -239,25 +245,30 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
 
 /* ---- Grouped GEMM ---------------------------------------------------------------------- */
 
-/* The scales of E4M3 activations (value = e4m3 * scale, f32 scales). */
+/* The scales of quantized activations: E4M3 ones with f32 scales (value = e4m3 * scale), E2M1
+   ones with E8M0 scales (value = e2m1 * 2^(byte - 127)). */
 typedef enum moejit_act_scale {
   MOEJIT_ACT_SCALE_NONE = 0,     /* BF16 / F16 activations */
   MOEJIT_ACT_SCALE_TOKEN = 1,    /* one per A row: a_scales[row] */
-  MOEJIT_ACT_SCALE_BLOCK128 = 2  /* one per A row and 128 k: a_scales[row * a_scale_ld + k / 128] */
+  MOEJIT_ACT_SCALE_BLOCK128 = 2, /* one per A row and 128 k: a_scales[row * a_scale_ld + k / 128] */
+  MOEJIT_ACT_SCALE_BLOCK32 = 3   /* E2M1 activations: one E8M0 byte per A row and 32 k (the MX
+                                    block): a_scales[row * a_scale_ld + k / 32] */
 } moejit_act_scale_t;
 
 typedef struct moejit_grouped_gemm_args {
   uint32_t struct_size;
   const moejit_packed_weights_t* weights;
   moejit_dtype_t act_dtype;     /* BF16 or F16; E4M3 (sm_89 and newer; weights packed for E4M3)
+                                   or E2M1 (sm_120a / sm_121a; MXFP4 weights packed for E2M1),
                                    with act_scale and a_scales below */
   moejit_dtype_t out_dtype;     /* BF16, F16 or F32 */
   moejit_layout_t layout;
   moejit_epilogue_t epilogue;   /* act-and-mul epilogues need act_and_mul weights */
   int32_t m;                    /* indexed: pairs (tokens*topk, also the padding sentinel);
                                    contiguous: rows; masked: max rows per expert */
-  const void* a;                /* [rows, lda] act dtype, 16-byte aligned rows */
-  int64_t lda;
+  const void* a;                /* [rows, lda] act dtype, 16-byte aligned rows (E2M1: lda / 2
+                                   bytes per row, two codes per byte) */
+  int64_t lda;                  /* in elements */
   void* c;                      /* [rows, ldc] out dtype (N/2 columns for act-and-mul) */
   int64_t ldc;
   /* indexed: vLLM moe_align_block_size output, aligned over THIS weights' experts. The grid
@@ -278,11 +289,13 @@ typedef struct moejit_grouped_gemm_args {
   void* workspace;               /* moejit_grouped_gemm_workspace_size bytes, zero-filled once
                                     before first use (moejit leaves it zero); NULL if 0 bytes */
   uint64_t workspace_bytes;
-  /* Added in 0.2 (read only when struct_size covers them): E4M3 activations' scales, f32, in the
-     memory of `a`, indexed by A row (the rows `a` holds, as lda counts them). */
-  moejit_act_scale_t act_scale;  /* TOKEN or BLOCK128 with E4M3; NONE otherwise */
-  const float* a_scales;
-  int64_t a_scale_ld;            /* BLOCK128: floats between rows, at least K / 128 */
+  /* Added in 0.2 (read only when struct_size covers them): quantized activations' scales, in the
+     memory of `a`, indexed by A row (the rows `a` holds, as lda counts them). E4M3: f32, TOKEN or
+     BLOCK128. E2M1: E8M0 bytes, BLOCK32, rows 16-byte aligned. */
+  moejit_act_scale_t act_scale;  /* TOKEN or BLOCK128 with E4M3; BLOCK32 with E2M1; NONE otherwise */
+  const void* a_scales;          /* f32 (E4M3) or uint8_t E8M0 (E2M1) */
+  int64_t a_scale_ld;            /* BLOCK128: floats between rows, at least K / 128; BLOCK32: bytes
+                                    between rows, a multiple of 16 of at least K / 32 */
 } moejit_grouped_gemm_args_t;
 
 void moejit_grouped_gemm_args_init(moejit_grouped_gemm_args_t* args);
@@ -302,13 +315,15 @@ typedef struct moejit_fused_moe_args {
   uint32_t struct_size;
   const moejit_packed_weights_t* w13; /* N = 2I, K = H, act_and_mul */
   const moejit_packed_weights_t* w2;  /* N = H, K = I; same experts as w13 */
-  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16; E4M3 for W4A8 (below) */
+  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16; E4M3 for W4A8, E2M1 for W4A4
+                                         (below) */
   moejit_dtype_t out_dtype;           /* BF16, F16 or F32 */
   moejit_epilogue_t activation;       /* SILU_AND_MUL or SWIGLU_OAI */
   int32_t tokens;                     /* T > 0 */
   uint32_t topk;
   uint32_t global_experts;            /* range of topk_ids; 0: w13->experts */
-  const void* hidden;                 /* [T, H] act dtype, 16-byte aligned (as is output) */
+  const void* hidden;                 /* [T, H] act dtype, 16-byte aligned (as is output); E2M1:
+                                         H / 2 bytes per row */
   const int32_t* topk_ids;            /* [T, topk] global expert ids */
   const float* topk_weights;          /* [T, topk] */
   const int32_t* expert_map;          /* [global_experts] -> local expert in [0, w13->experts)
@@ -332,11 +347,19 @@ typedef struct moejit_fused_moe_args {
      quantizes itself; it quantizes the gate/up output the same way for the down projection.
      Its recipe, per row or per 128 columns: amax = max |x| (NaN ignored), scale = amax / 448
      (1 when amax is 0), q = e4m3(x / scale) rounded to nearest even and saturated to +-448;
-     hidden states quantized so by the caller give the same output bit for bit. */
+     hidden states quantized so by the caller give the same output bit for bit.
+     W4A4 likewise when they were packed with act_dtype E2M1 (MXFP4 weights; sm_120a / sm_121a,
+     H and I multiples of 64): e2m1 activations with E8M0 scales per 32 (BLOCK32), the hidden
+     states E2M1 (with hidden_scales) or BF16/F16. The recipe, per 32 columns: amax = max |x|,
+     scale = 2^e for the smallest e >= -127 with 6 * 2^e >= amax (1 when amax is 0; E8M0 0xFF,
+     NaN, when the block holds NaN or inf), q = e2m1(x / scale) rounded to nearest even; two
+     codes per byte, the even column in the low nibble (templates/moe/quantize_params.cuh). */
   moejit_act_scale_t act_scale;       /* NONE for weights packed for 16-bit activations */
-  const float* hidden_scales;         /* act_dtype E4M3: [T] (TOKEN) or [T, hidden_scale_ld]
-                                         (BLOCK128), in the memory of hidden */
-  int64_t hidden_scale_ld;            /* BLOCK128: floats between rows, at least H / 128 */
+  const void* hidden_scales;          /* act_dtype E4M3: f32 [T] (TOKEN) or [T, hidden_scale_ld]
+                                         (BLOCK128); E2M1: E8M0 bytes [T, hidden_scale_ld],
+                                         16-byte aligned; in the memory of hidden */
+  int64_t hidden_scale_ld;            /* BLOCK128: floats between rows, at least H / 128;
+                                         BLOCK32: bytes, a multiple of 16 of at least H / 32 */
 } moejit_fused_moe_args_t;
 
 void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
@@ -356,7 +379,7 @@ typedef struct moejit_model_desc {
   uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 for INT4; per-channel INT4: 0
                                    (also (uint32_t)-1 as GPTQ configs write it) */
   moejit_dtype_t scale_dtype;
-  moejit_dtype_t act_dtype;     /* default BF16; E4M3: W4A8 (act_scale below) */
+  moejit_dtype_t act_dtype;     /* default BF16; E4M3: W4A8, E2M1: W4A4 (act_scale below) */
   moejit_dtype_t out_dtype;     /* default BF16 */
   moejit_epilogue_t activation; /* default SILU_AND_MUL */
   uint32_t tensor_parallel;     /* intermediate is split this many ways (default 1) */
@@ -364,7 +387,8 @@ typedef struct moejit_model_desc {
   uint32_t max_tokens;          /* largest T the engine runs (default 8192) */
   /* Added in 0.2 (read only when struct_size covers it): with act_dtype E4M3 the layer is W4A8
      (weights packed for E4M3, hidden states in BF16, F16 or E4M3; see moejit_fused_moe_args_t)
-     and this is its scales' granularity, TOKEN or BLOCK128; NONE otherwise. */
+     and this is its scales' granularity, TOKEN or BLOCK128; with E2M1 it is W4A4 (MXFP4 weights
+     packed for E2M1; targets sm_120a / sm_121a) and this is BLOCK32; NONE otherwise. */
   moejit_act_scale_t act_scale;
 } moejit_model_desc_t;
 

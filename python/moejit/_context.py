@@ -23,13 +23,15 @@ class Context:
     logger when logging has handlers for it, else stderr as from C); like the C library's sink
     this is process-wide: the last context created with one receives every message.
     usage_manifest: append every kernel spec this context uses to this file (for
-    ``moejit warmup --from-usage``). Safe to share between threads; close() waits for calls
-    in flight.
+    ``moejit warmup --from-usage``). host_arch: the target whose kernels the host backend runs
+    (None: "sm_90a"; "sm_120a" runs the block-scaled W4A8 and W4A4 paths). Safe to share
+    between threads; close() waits for calls in flight.
     """
 
     def __init__(self, backend: str = "auto", device: int = 0, *, cache_dir: Optional[os.PathLike | str] = None,
                  read_only_dirs: Iterable[os.PathLike | str] = (), compile_threads: int = 0, frozen: bool = False,
-                 logger: Optional[logging.Logger] = None, usage_manifest: Optional[os.PathLike | str] = None):
+                 logger: Optional[logging.Logger] = None, usage_manifest: Optional[os.PathLike | str] = None,
+                 host_arch: Optional[str] = None):
         # Into Python logging when the caller asked for it (a logger, or handlers configured for
         # "moejit" or above it); otherwise moejit's own stderr sink, so that its warnings and
         # MOEJIT_PRINT_CONFIGS's lines appear without any logging set-up, as from C.
@@ -46,7 +48,7 @@ class Context:
             lookup(BACKENDS, backend, "backend"), int(device),
             None if cache_dir is None else os.fspath(cache_dir),
             [os.fspath(d) for d in read_only_dirs], int(compile_threads), bool(frozen), forward,
-            None if usage_manifest is None else os.fspath(usage_manifest))
+            None if usage_manifest is None else os.fspath(usage_manifest), host_arch)
         # Where this context's tensors live: ("cuda", ordinal) or ("cpu", 0).
         self.memory = ("cuda", self.device) if self.backend == "device" else ("cpu", 0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._errors import invalid
 
 BACKENDS = {"auto": 0, "device": 1, "host": 2}
-DTYPES = {"bf16": 1, "f16": 2, "f32": 3, "e4m3": 4, "e8m0": 5}
+DTYPES = {"bf16": 1, "f16": 2, "f32": 3, "e4m3": 4, "e8m0": 5, "e2m1": 6}
 FORMATS = {"mxfp4": 1, "int4_sym": 2, "int4_asym": 3}
 SOURCES = {"plain": 1, "vllm_mxfp4": 2, "gptq_v1": 3, "gptq_v2": 4, "awq": 5}
 ROW_ORDERS = {"plain": 0, "concatenated": 1, "interleaved": 2}

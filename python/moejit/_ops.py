@@ -13,14 +13,22 @@ from ._weights import PackedWeights
 
 _ACT_DTYPES = ("bf16", "f16")
 _OUT_DTYPES = ("bf16", "f16", "f32")
-_ACT_SCALES = {None: 0, "token": 1, "block128": 2}
+_ACT_SCALES = {None: 0, "token": 1, "block128": 2, "block32": 3}
 
 
 def _act_scale(weights: PackedWeights, act_scale: Optional[str], hidden_dtype: str) -> int:
     """The C act_scale of a call: for weights packed for e4m3, "token" (the default) or
-    "block128"; for 16-bit ones, none."""
+    "block128"; for e2m1 ones "block32" (the default and only one); for 16-bit ones, none."""
     if act_scale not in _ACT_SCALES:
-        raise invalid(f"argument 'act_scale' = {act_scale!r}: expected 'token' or 'block128' (or None)")
+        raise invalid(f"argument 'act_scale' = {act_scale!r}: expected 'token', 'block128' or 'block32' (or None)")
+    if weights.act_dtype == "e2m1":
+        if act_scale not in (None, "block32"):
+            raise invalid(f"argument 'act_scale' = {act_scale!r}: the weights were packed for e2m1 activations "
+                          "(W4A4); expected 'block32' (E8M0 scales per 32) or None")
+        return _ACT_SCALES["block32"]
+    if act_scale == "block32":
+        raise invalid(f"argument 'act_scale' = 'block32': the weights were packed for {weights.act_dtype} "
+                      "activations; block32 scales go with weights packed for e2m1 (act_dtype='e2m1')")
     if weights.act_dtype != "e4m3":
         if act_scale is not None or hidden_dtype == "e4m3":
             raise invalid(f"argument 'act_scale' = {act_scale!r} with {hidden_dtype} activations: the weights were "
@@ -87,7 +95,10 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     w13 and w2 packed with act_dtype="e4m3" both GEMMs run on FP8 activations with f32 scales
     per token (act_scale "token", the default) or per 128 columns ("block128"); hidden is then
     bf16/f16 (quantized by the layer) or float8_e4m3fn with hidden_scales (f32 [T], or
-    [T, H/128]) quantized as moejit.h describes; output defaults to bf16. Returns output.
+    [T, H/128]) quantized as moejit.h describes; output defaults to bf16. W4A4 (sm_120a /
+    sm_121a): with MXFP4 weights packed with act_dtype="e2m1" both GEMMs run on MXFP4 activations
+    (E8M0 scales per 32, act_scale "block32"), hidden bf16/f16 quantized by the layer (e2m1
+    hidden states quantized by the caller go through the C ABI). Returns output.
     On CUDA memory the call is queued on ``stream`` (default: torch's current stream for torch
     tensors, else the legacy default stream) without synchronizing the host.
     """
@@ -97,6 +108,9 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     tokens = int(hidden.shape[0])
     act_dtype = _arrays.dtype_name(act)
     scale = _act_scale(w13, act_scale, act_dtype)
+    if w13.act_dtype == "e2m1" and act_dtype == "e4m3":
+        raise invalid("argument 'hidden' is float8_e4m3fn, but the weights were packed for e2m1 activations: "
+                      "expected bf16/f16 hidden states, which the layer quantizes to MXFP4")
     scale_ld = 0
     if act_dtype == "e4m3":
         scale_ld = _check_scales(hidden_scales, "hidden_scales", tokens, w13.k, scale)
@@ -200,6 +214,10 @@ def _gemm_act(weights: PackedWeights, a, act_scale: Optional[str]) -> tuple[str,
     """a's dtype and the C act_scale: e4m3 rows need weights packed for them (and the other way
     round)."""
     act_dtype = _arrays.dtype_name(a)
+    if weights.act_dtype == "e2m1":
+        raise invalid("argument 'weights': packed for e2m1 activations (W4A4), which grouped_gemm takes from the C "
+                      "ABI (moejit_grouped_gemm with E2M1 rows and E8M0 scales); from Python, fused_moe runs them on "
+                      "bf16/f16 hidden states, or pack the weights for bf16/f16 or e4m3 rows")
     if (act_dtype == "e4m3") != (weights.act_dtype == "e4m3"):
         raise invalid(f"argument 'a' has dtype {act_dtype}, but the weights were packed for "
                       f"{'e4m3' if weights.act_dtype == 'e4m3' else '16-bit'} activations: expected "

@@ -24,13 +24,14 @@ class Model:
     format: str = "mxfp4"          # "mxfp4", "int4_sym", "int4_asym"
     group_size: int = 32           # 32 for MXFP4; 32, 64, 128 or 0 (per-channel) for INT4
     scale_dtype: str = "e8m0"      # "e8m0" for MXFP4; "bf16" or "f16" for INT4
-    act_dtype: str = "bf16"        # or "e4m3": W4A8 (act_scale below)
+    act_dtype: str = "bf16"        # or "e4m3": W4A8; "e2m1": W4A4, sm_120a / sm_121a (act_scale below)
     out_dtype: str = "bf16"
     activation: str = "silu"       # or "swiglu_oai" (gpt-oss)
     tensor_parallel: int = 1
     expert_parallel: int = 1
     max_tokens: int = 8192
-    act_scale: Optional[str] = None  # W4A8: "token" (the default with act_dtype "e4m3") or "block128"
+    # W4A8: "token" (the default with act_dtype "e4m3") or "block128"; W4A4: "block32" (the default)
+    act_scale: Optional[str] = None
 
     def _desc(self) -> dict:
         d = asdict(self)
@@ -39,8 +40,8 @@ class Model:
         for key in ("scale_dtype", "act_dtype", "out_dtype"):
             d[key] = lookup(DTYPES, d[key], key)
         d["activation"] = lookup(EPILOGUES, self.activation, "activation")
-        scale = self.act_scale or ("token" if self.act_dtype == "e4m3" else None)
-        d["act_scale"] = 0 if scale is None else lookup({"token": 1, "block128": 2}, scale, "act_scale")
+        scale = self.act_scale or {"e4m3": "token", "e2m1": "block32"}.get(self.act_dtype)
+        d["act_scale"] = 0 if scale is None else lookup({"token": 1, "block128": 2, "block32": 3}, scale, "act_scale")
         return d
 
 

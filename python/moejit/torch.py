@@ -133,6 +133,9 @@ def _as_tensor(x) -> Optional[Tensor]:
 def _known_weights(w: PackedWeights, name: str) -> tuple[_Spec, tuple]:
     if not isinstance(w, PackedWeights):
         raise invalid(f"argument '{name}' is a {type(w).__name__}: expected moejit.PackedWeights (moejit.pack_weights)")
+    if w.act_dtype == "e2m1":
+        raise invalid(f"argument '{name}' was packed for e2m1 activations (W4A4), which the torch ops do not take "
+                      "yet: run it through moejit.fused_moe, or pack for bf16/f16 or e4m3 activations")
     entry = _known.get(w)
     if entry is None:
         spec = _Spec(register_context(w.context), w.format, w.group_size, w.scale_dtype, w.experts, w.n, w.k,

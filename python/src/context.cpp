@@ -43,7 +43,7 @@ void forward_log(void*, moejit_log_level_t level, const char* message) {
 
 Context::Context(int backend, int32_t device, std::optional<std::string> cache_dir,
                  std::vector<std::string> read_only_dirs, uint32_t compile_threads, bool frozen, nb::object log,
-                 std::optional<std::string> usage_manifest) {
+                 std::optional<std::string> usage_manifest, std::optional<std::string> host_arch) {
   moejit_context_options_t o;
   moejit_context_options_init(&o);
   o.backend = static_cast<moejit_backend_t>(backend);
@@ -56,6 +56,7 @@ Context::Context(int backend, int32_t device, std::optional<std::string> cache_d
   o.compile_threads = compile_threads;
   o.frozen = frozen ? 1 : 0;
   o.usage_manifest = usage_manifest ? usage_manifest->c_str() : nullptr;
+  o.host_arch = host_arch ? host_arch->c_str() : nullptr;
   if (!log.is_none()) {
     Py_INCREF(log.ptr());
     Py_XDECREF(g_log_target);
@@ -118,9 +119,10 @@ nb::dict Context::stats() const {
 void bind_context(nb::module_& m) {
   nb::class_<Context>(m, "Context")
       .def(nb::init<int, int32_t, std::optional<std::string>, std::vector<std::string>, uint32_t, bool, nb::object,
-                    std::optional<std::string>>(),
+                    std::optional<std::string>, std::optional<std::string>>(),
            nb::arg("backend"), nb::arg("device"), nb::arg("cache_dir").none(), nb::arg("read_only_dirs"),
-           nb::arg("compile_threads"), nb::arg("frozen"), nb::arg("log").none(), nb::arg("usage_manifest").none())
+           nb::arg("compile_threads"), nb::arg("frozen"), nb::arg("log").none(), nb::arg("usage_manifest").none(),
+           nb::arg("host_arch").none())
       .def_prop_ro("backend", [](const Context& c) { return static_cast<int>(c.backend()); })
       .def_prop_ro("arch", &Context::arch)
       .def_prop_ro("device", [](const Context& c) { return c.memory().device; })

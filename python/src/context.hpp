@@ -13,7 +13,8 @@ namespace moejit_python {
 class Context {
  public:
   Context(int backend, int32_t device, std::optional<std::string> cache_dir, std::vector<std::string> read_only_dirs,
-          uint32_t compile_threads, bool frozen, nb::object log, std::optional<std::string> usage_manifest);
+          uint32_t compile_threads, bool frozen, nb::object log, std::optional<std::string> usage_manifest,
+          std::optional<std::string> host_arch);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

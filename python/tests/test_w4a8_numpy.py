@@ -10,6 +10,7 @@ import pytest
 
 import moejit
 import reference as ref
+from packed_layers import mxfp4_layer
 
 E, H, I, TOPK, T = 4, 256, 128, 2, 5
 
@@ -25,12 +26,7 @@ def quantize_e4m3(x: np.ndarray, block: bool):
 
 
 def layer(rng, ctx, act_dtype):
-    w13 = ref.random_quant_weights(rng, "mxfp4", E, 2 * I, H, 32, "bf16")
-    w2 = ref.random_quant_weights(rng, "mxfp4", E, H, I, 32, "bf16")
-    p13 = moejit.pack_weights(ctx, format="mxfp4", rows="concatenated", act_dtype=act_dtype,
-                              **ref.to_vllm_mxfp4(ref.reorder_rows(w13, "concatenated")))
-    p2 = moejit.pack_weights(ctx, format="mxfp4", act_dtype=act_dtype, **ref.to_vllm_mxfp4(w2))
-    return w13, w2, p13, p2
+    return mxfp4_layer(rng, ctx, act_dtype, E, H, I)
 
 
 @pytest.mark.parametrize("act_scale", ["token", "block128"])

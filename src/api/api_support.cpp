@@ -1,6 +1,7 @@
 #include "api/api_support.hpp"
 
 #include "gemm/grouped_gemm_params.cuh"
+#include "quant/pack.hpp"
 #include "spec/spec_fields.hpp"
 
 namespace moejit::api {
@@ -30,8 +31,8 @@ Status check_context(moejit_context_t context) {
 }
 
 Result<DType> dtype_of(int value, const char* argument) {
-  if (value < static_cast<int>(DType::bf16) || value > static_cast<int>(DType::e8m0))
-    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_dtype_t (1..5)", argument, value);
+  if (value < static_cast<int>(DType::bf16) || value > static_cast<int>(DType::e2m1))
+    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_dtype_t (1..6)", argument, value);
   return static_cast<DType>(value);
 }
 
@@ -42,9 +43,21 @@ Result<Epilogue> epilogue_of(int value, const char* argument) {
 }
 
 Result<ActScale> act_scale_of(int value, const char* argument) {
-  if (value < MOEJIT_ACT_SCALE_NONE || value > MOEJIT_ACT_SCALE_BLOCK128)
-    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_act_scale_t (0..2)", argument, value);
+  if (value < MOEJIT_ACT_SCALE_NONE || value > MOEJIT_ACT_SCALE_BLOCK32)
+    return error(Code::invalid_argument, "argument '{}' = {}: expected a moejit_act_scale_t (0..3)", argument, value);
   return static_cast<ActScale>(value);
+}
+
+Status check_act_scale(DType act, ActScale scale, const char* argument) {
+  const bool fits = act == DType::e4m3   ? scale == ActScale::token || scale == ActScale::block128
+                    : act == DType::e2m1 ? scale == ActScale::block32
+                                         : scale == ActScale::none;
+  if (fits) return {};
+  const char* expected = act == DType::e4m3   ? "MOEJIT_ACT_SCALE_TOKEN or MOEJIT_ACT_SCALE_BLOCK128"
+                         : act == DType::e2m1 ? "MOEJIT_ACT_SCALE_BLOCK32 (E8M0 per 32)"
+                                              : "MOEJIT_ACT_SCALE_NONE";
+  return error(Code::invalid_argument, "argument '{}' = {} ({}): expected {} with {} activations", argument,
+               static_cast<int>(scale), to_string(scale), expected, to_string(act));
 }
 
 Result<Layout> layout_of(int value, const char* argument) {
@@ -58,10 +71,11 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
   PackedOrder order = PackedOrder::a16;
   if (MOEJIT_STRUCT_HAS(w, act_dtype)) {
     MOEJIT_ASSIGN_OR_RETURN(DType act, dtype_of(w->act_dtype, "act_dtype"));
-    if (act != DType::bf16 && act != DType::f16 && act != DType::e4m3)
-      return error(Code::invalid_argument, "argument '{}->act_dtype' = {}: expected BF16, F16 (16-bit activations) or E4M3",
-                   argument, to_string(act));
-    order = act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+    if (act != DType::bf16 && act != DType::f16 && act != DType::e4m3 && act != DType::e2m1)
+      return error(Code::invalid_argument,
+                   "argument '{}->act_dtype' = {}: expected BF16, F16 (16-bit activations), E4M3 or E2M1", argument,
+                   to_string(act));
+    order = quant::packed_order_for(act);
   }
   if (w->format < MOEJIT_WEIGHT_MXFP4 || w->format > MOEJIT_WEIGHT_INT4_ASYM)
     return error(Code::invalid_argument, "argument '{}->format' = {}: expected a moejit_weight_format_t", argument,

@@ -60,6 +60,9 @@ Result<DType> dtype_of(int value, const char* argument);
 Result<Epilogue> epilogue_of(int value, const char* argument);
 Result<Layout> layout_of(int value, const char* argument);
 Result<ActScale> act_scale_of(int value, const char* argument);
+// The scales `act` activations take: TOKEN or BLOCK128 for E4M3, BLOCK32 for E2M1, NONE for
+// 16-bit ones; the error names `argument`.
+Status check_act_scale(DType act, ActScale scale, const char* argument);
 
 // What a call needs of packed weights: their buffers (a launch), or only their shape and format
 // (a workspace-size query, which engines make at start-up, before any weights are loaded).

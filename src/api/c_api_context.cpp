@@ -1,10 +1,13 @@
 // C ABI: contexts and statistics.
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "api/api_support.hpp"
 #include "runtime/device_launcher.hpp"
 #include "host/host_launcher.hpp"
+#include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
 #include "support/env.hpp"
 #include "support/log.hpp"
@@ -54,9 +57,17 @@ Result<std::unique_ptr<moejit_context_s>> make_context(const moejit_context_opti
   MOEJIT_ASSIGN_OR_RETURN(bool print, env_bool("MOEJIT_PRINT_CONFIGS", false));
   ctx->observer = std::make_unique<dispatch::SpecObserver>(o.usage_manifest ? o.usage_manifest : "", print);
 
+  Arch host_arch = Arch::sm_90a;
+  if (o.host_arch != nullptr) {
+    const auto parsed = parse_arch(o.host_arch);
+    if (!parsed)
+      return error(Code::invalid_argument, "argument 'options->host_arch' = '{}': expected sm_80 ... sm_121a",
+                   o.host_arch);
+    host_arch = *parsed;
+  }
   if (o.backend == MOEJIT_BACKEND_HOST) {
     ctx->backend = Backend::host;
-    ctx->launcher = std::make_unique<HostLauncher>();
+    ctx->launcher = std::make_unique<HostLauncher>(host_arch);
     return ctx;
   }
   auto device = DeviceLauncher::create(o.device_ordinal);
@@ -70,7 +81,7 @@ Result<std::unique_ptr<moejit_context_s>> make_context(const moejit_context_opti
     // caller's pointers are then device memory the CPU must not touch.
     log(LogLevel::warn, "backend AUTO: no CUDA driver or device ({}); using the host backend", device.status().message());
     ctx->backend = Backend::host;
-    ctx->launcher = std::make_unique<HostLauncher>();
+    ctx->launcher = std::make_unique<HostLauncher>(host_arch);
   } else if (o.backend == MOEJIT_BACKEND_AUTO) {
     return device.status();  // names the device and, when unsupported, its compute capability
   } else {
@@ -100,8 +111,11 @@ moejit_status_t moejit_context_create(const moejit_context_options_t* options, m
     moejit_context_options_t o;
     moejit_context_options_init(&o);
     if (options != nullptr) {
-      MOEJIT_TRY(api::check_struct(options, options->struct_size, sizeof(moejit_context_options_t), "options"));
-      o = *options;
+      MOEJIT_TRY(api::check_struct(options, options->struct_size,
+                                   MOEJIT_STRUCT_FIRST_SIZE(moejit_context_options_t, host_arch), "options"));
+      // A caller built before the later fields gives a shorter struct: they keep their defaults.
+      std::memcpy(&o, options, std::min<std::size_t>(options->struct_size, sizeof o));
+      o.struct_size = sizeof o;
     }
     MOEJIT_ASSIGN_OR_RETURN(auto ctx, make_context(o));
     *context = ctx.release();

@@ -14,22 +14,22 @@ Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args
   MOEJIT_ASSIGN_OR_RETURN(r.weights, api::packed_view(a->weights, "args->weights", use));
   MOEJIT_ASSIGN_OR_RETURN(r.act, api::dtype_of(a->act_dtype, "args->act_dtype"));
   MOEJIT_ASSIGN_OR_RETURN(r.out, api::dtype_of(a->out_dtype, "args->out_dtype"));
-  if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3)
-    return error(Code::invalid_argument, "argument 'args->act_dtype' = {}: expected BF16, F16 or E4M3", to_string(r.act));
+  if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3 && r.act != DType::e2m1)
+    return error(Code::invalid_argument, "argument 'args->act_dtype' = {}: expected BF16, F16, E4M3 or E2M1",
+                 to_string(r.act));
   const bool scales_given = MOEJIT_STRUCT_HAS(a, a_scale_ld);
-  const int act_scale = scales_given ? static_cast<int>(a->act_scale) : MOEJIT_ACT_SCALE_NONE;
-  if (r.act == DType::e4m3) {
-    if (act_scale != MOEJIT_ACT_SCALE_TOKEN && act_scale != MOEJIT_ACT_SCALE_BLOCK128)
-      return error(Code::invalid_argument,
-                   "argument 'args->act_scale' = {}: expected MOEJIT_ACT_SCALE_TOKEN or MOEJIT_ACT_SCALE_BLOCK128 with "
-                   "E4M3 activations (and a_scales){}",
-                   act_scale, scales_given ? "" : " (the caller's struct predates these fields)");
-    r.act_scale = act_scale == MOEJIT_ACT_SCALE_TOKEN ? ActScale::token : ActScale::block128;
+  if (scales_given) {
+    MOEJIT_ASSIGN_OR_RETURN(r.act_scale, api::act_scale_of(a->act_scale, "args->act_scale"));
+  } else if (r.act == DType::e4m3 || r.act == DType::e2m1) {
+    return error(Code::invalid_argument,
+                 "argument 'args': struct_size = {} predates act_scale and a_scales; expected a struct from "
+                 "moejit_grouped_gemm_args_init for {} activations",
+                 a->struct_size, to_string(r.act));
+  }
+  MOEJIT_TRY(api::check_act_scale(r.act, r.act_scale, "args->act_scale"));
+  if (r.act_scale != ActScale::none) {
     r.params.a_scales = a->a_scales;
     r.params.a_scale_ld = a->a_scale_ld;
-  } else if (act_scale != MOEJIT_ACT_SCALE_NONE) {
-    return error(Code::invalid_argument, "argument 'args->act_scale' = {}: expected MOEJIT_ACT_SCALE_NONE for {} activations",
-                 act_scale, to_string(r.act));
   }
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
     return error(Code::invalid_argument, "argument 'args->out_dtype' = {}: expected BF16, F16 or F32", to_string(r.out));

@@ -36,13 +36,7 @@ Result<dispatch::ModelDesc> model_of(const moejit_model_desc_t* m) {
   if (MOEJIT_STRUCT_HAS(m, act_scale)) {
     MOEJIT_ASSIGN_OR_RETURN(d.act_scale, api::act_scale_of(m->act_scale, "model->act_scale"));
   }
-  if (d.act == DType::e4m3 && d.act_scale == ActScale::none)
-    return error(Code::invalid_argument,
-                 "argument 'model->act_scale' = NONE with act_dtype E4M3: expected MOEJIT_ACT_SCALE_TOKEN or "
-                 "MOEJIT_ACT_SCALE_BLOCK128 (the W4A8 layer's activation scales)");
-  if (d.act != DType::e4m3 && d.act_scale != ActScale::none)
-    return error(Code::invalid_argument, "argument 'model->act_scale' = {}: expected NONE with act_dtype {}",
-                 to_string(d.act_scale), to_string(d.act));
+  MOEJIT_TRY(api::check_act_scale(d.act, d.act_scale, "model->act_scale"));
   return d;
 }
 

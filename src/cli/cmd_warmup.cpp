@@ -104,9 +104,10 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
   cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
   cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
   cmd->add_option("--act", a->act,
-                  "Activation dtype: bf16 (default), f16, or e4m3 (W4A8: FP8 activations; the hidden states may "
-                  "come in bf16, f16 or e4m3)");
-  cmd->add_option("--act-scale", a->act_scale, "With --act e4m3: token (default) or block128 activation scales");
+                  "Activation dtype: bf16 (default), f16, e4m3 (W4A8: FP8 activations; the hidden states may come "
+                  "in bf16, f16 or e4m3) or e2m1 (W4A4: MXFP4 activations with MXFP4 weights, sm_120a/sm_121a)");
+  cmd->add_option("--act-scale", a->act_scale,
+                  "With --act e4m3: token (default) or block128 activation scales; with e2m1: block32 (E8M0)");
   cmd->add_option("--out", a->out, "Output dtype: bf16 (default), f16 or f32");
   cmd->add_option("--tp", a->tp, "Tensor-parallel ranks (the expert FFN width is split)");
   cmd->add_option("--ep", a->ep, "Expert-parallel ranks (the experts are split)");

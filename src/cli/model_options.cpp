@@ -46,14 +46,19 @@ Result<DType> parse_act(std::string_view text) {
   if (text == "bf16") return DType::bf16;
   if (text == "f16") return DType::f16;
   if (text == "e4m3") return DType::e4m3;
-  return error(Code::invalid_argument, "--act {}: expected bf16, f16 or e4m3", text);
+  if (text == "e2m1" || text == "mxfp4") return DType::e2m1;
+  return error(Code::invalid_argument, "--act {}: expected bf16, f16, e4m3 or e2m1 (also spelled mxfp4)", text);
 }
 
 Result<ActScale> parse_act_scale(std::string_view text, DType act) {
+  if (act == DType::e2m1) {
+    if (text.empty() || text == "block32") return ActScale::block32;
+    return error(Code::invalid_argument, "--act-scale {}: expected block32 with --act e2m1 (E8M0 scales per 32)", text);
+  }
   if (act != DType::e4m3) {
     if (!text.empty())
-      return error(Code::invalid_argument, "--act-scale {}: applies to --act e4m3 only (the activations are {})", text,
-                   to_string(act));
+      return error(Code::invalid_argument, "--act-scale {}: applies to --act e4m3 or e2m1 only (the activations are {})",
+                   text, to_string(act));
     return ActScale::none;
   }
   if (text.empty() || text == "token") return ActScale::token;

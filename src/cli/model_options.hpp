@@ -20,9 +20,11 @@ struct WeightChoice {
 // `scale` ("bf16" / "f16", empty: bf16) for INT4.
 Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale);
 
-// --act: bf16, f16, or e4m3 (W4A8: FP8 activations, weights packed for them).
+// --act: bf16, f16, e4m3 (W4A8: FP8 activations, weights packed for them) or e2m1 / mxfp4 (W4A4:
+// MXFP4 activations, sm_120a / sm_121a).
 Result<DType> parse_act(std::string_view text);
-// --act-scale for `act`: token (the default) or block128 with e4m3; empty otherwise.
+// --act-scale for `act`: token (the default) or block128 with e4m3; block32 (the default, the only
+// one) with e2m1; empty otherwise.
 Result<ActScale> parse_act_scale(std::string_view text, DType act);
 // The fused layer's output dtype (--out): bf16, f16 or f32.
 Result<DType> parse_out(std::string_view text);

@@ -10,6 +10,7 @@
 #include "kernels/moe_reduce.hpp"
 #include "moe/quantize_params.cuh"
 #include "moe/reduce_params.cuh"
+#include "quant/pack.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
 #include "support/env.hpp"
@@ -23,26 +24,35 @@ std::uint64_t round_up(std::uint64_t v) { return (v + kAlign - 1) / kAlign * kAl
 
 std::uint32_t global_experts(const FusedMoeRequest& r) { return r.global_experts ? r.global_experts : r.w13.experts; }
 
-// W4A8: the weights were packed for e4m3 activations, so both GEMMs run on e4m3 rows.
-bool is_fp8(const FusedMoeRequest& r) { return r.w13.order == PackedOrder::a8; }
-// The layer quantizes the hidden states itself (W4A8 with 16-bit hidden states).
-bool quantizes_hidden(const FusedMoeRequest& r) { return is_fp8(r) && r.act != DType::e4m3; }
+// The activations both GEMMs read: e4m3 (W4A8) or e2m1 (W4A4) rows when the weights were packed
+// for them, else none (the hidden states' own 16-bit type).
+DType quantized_act(const FusedMoeRequest& r) { return quant::quantized_act_of(r.w13.order); }
+bool is_quantized(const FusedMoeRequest& r) { return quantized_act(r) != DType::none; }
+// The layer quantizes the hidden states itself (quantized weights, 16-bit hidden states).
+bool quantizes_hidden(const FusedMoeRequest& r) { return is_quantized(r) && r.act != quantized_act(r); }
 // The 16-bit type of the gate/up output and of the pair rows: the hidden states' for W4A16; bf16
-// for W4A8 (its range covers what the quantization is given, and f16's extra bits would be
-// lost to e4m3 anyway).
-DType row_dtype(const FusedMoeRequest& r) { return is_fp8(r) ? DType::bf16 : r.act; }
-// f32 scales per row of `k` values, and their stride between rows (0 for one per row).
-std::uint64_t scales_per_row(ActScale s, std::uint32_t k) { return s == ActScale::block128 ? k / 128 : 1; }
-std::int64_t scale_stride(ActScale s, std::uint32_t k) { return s == ActScale::block128 ? k / 128 : 0; }
+// with quantized activations (its range covers what the quantization is given, and f16's extra
+// bits would be lost to e4m3 or e2m1 anyway).
+DType row_dtype(const FusedMoeRequest& r) { return is_quantized(r) ? DType::bf16 : r.act; }
+// Quantized rows of `k` values: bytes per row, and their scales' bytes per row and stride between
+// rows (in the scales' unit: f32 for e4m3, 0 for one per row; bytes for e2m1, rows 16-byte aligned).
+std::uint64_t quantized_row_bytes(ActScale s, std::uint64_t k) { return s == ActScale::block32 ? k / 2 : k; }
+std::int64_t scale_stride(ActScale s, std::uint64_t k) {
+  return static_cast<std::int64_t>(s == ActScale::block128 ? k / 128 : s == ActScale::block32 ? (k / 32 + 15) / 16 * 16 : 0);
+}
+std::uint64_t scale_row_bytes(ActScale s, std::uint64_t k) {
+  return s == ActScale::block32 ? static_cast<std::uint64_t>(scale_stride(s, k)) : s == ActScale::block128 ? k / 128 * 4 : 4;
+}
 
-// Quantizes `rows` rows of `n` 16-bit values at `in` to e4m3 at `out`, scales at `scales`.
+// Quantizes `rows` rows of `n` 16-bit values at `in` to e4m3 or e2m1 at `out`, scales at `scales`.
 Status run_quantize(OpContext& ctx, const KernelSpec& spec, const void* in, void* out, void* scales, std::int32_t rows,
                     std::int64_t rows_per_expert, const char* what, void* stream) {
   ActQuantizeParams q{};
   q.in = in;
   q.out = out;
-  q.scales = static_cast<float*>(scales);
-  q.ld_in = q.ld_out = spec.n;
+  q.scales = scales;
+  q.ld_in = spec.n;
+  q.ld_out = static_cast<std::int64_t>(quantized_row_bytes(spec.act_scale, spec.n));
   q.scale_ld = scale_stride(spec.act_scale, spec.n);
   q.rows = rows;
   return run_kernel(ctx, spec, act_quantize_grid(rows), &q, sizeof q, stream, Decision{what, rows, rows_per_expert});
@@ -54,8 +64,8 @@ Status run_quantize(OpContext& ctx, const KernelSpec& spec, const void* in, void
 // call's kernels (its size for any T up to max_tokens is bounded by fused_moe_workspace). The
 // routing align zeroes the split-K counters at the start of every call, so the caller's
 // workspace may hold anything.
-// W4A8 adds the quantized hidden states (when given in 16 bits) and the quantized gate/up output,
-// each with its scales.
+// Quantized activations (W4A8, W4A4) add the quantized hidden states (when given in 16 bits) and
+// the quantized gate/up output, each with its scales.
 struct WorkspaceLayout {
   std::uint64_t sorted = 0, expert_ids = 0, post_pad = 0, intermediate = 0, pairs = 0;
   std::uint64_t hidden_q = 0, hidden_scales = 0, intermediate_q = 0, intermediate_scales = 0;
@@ -79,11 +89,12 @@ WorkspaceLayout workspace_layout(const FusedMoeRequest& r) {
   l.intermediate = l.post_pad + kAlign;
   l.pairs = l.intermediate + round_up(rows * inter * 2);
   l.hidden_q = l.pairs + round_up(rows * hidden * 2);
-  const bool own_hidden = quantizes_hidden(r), fp8 = is_fp8(r);
-  l.hidden_scales = l.hidden_q + (own_hidden ? round_up(tokens * hidden) : 0);
-  l.intermediate_q = l.hidden_scales + (own_hidden ? round_up(tokens * scales_per_row(r.act_scale, hidden) * 4) : 0);
-  l.intermediate_scales = l.intermediate_q + (fp8 ? round_up(rows * inter) : 0);
-  l.split = l.intermediate_scales + (fp8 ? round_up(rows * scales_per_row(r.act_scale, inter) * 4) : 0);
+  const bool own_hidden = quantizes_hidden(r), quantized = is_quantized(r);
+  const ActScale s = r.act_scale;
+  l.hidden_scales = l.hidden_q + (own_hidden ? round_up(tokens * quantized_row_bytes(s, hidden)) : 0);
+  l.intermediate_q = l.hidden_scales + (own_hidden ? round_up(tokens * scale_row_bytes(s, hidden)) : 0);
+  l.intermediate_scales = l.intermediate_q + (quantized ? round_up(rows * quantized_row_bytes(s, inter)) : 0);
+  l.split = l.intermediate_scales + (quantized ? round_up(rows * scale_row_bytes(s, inter)) : 0);
   return l;
 }
 
@@ -130,30 +141,39 @@ Status check_shapes(const FusedMoeRequest& r) {
   if (global_experts(r) < r.w13.experts)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
+  auto packed_for = [](PackedOrder order) -> std::string_view {
+    const DType act = quant::quantized_act_of(order);
+    return act == DType::none ? "16-bit" : to_string(act);
+  };
   if (r.w2.order != r.w13.order)
     return error(Code::invalid_argument,
                  "argument 'w2': packed for {} activations, but w13 for {}; expected both packed with the same act_dtype",
-                 r.w2.order == PackedOrder::a8 ? "e4m3" : "16-bit", r.w13.order == PackedOrder::a8 ? "e4m3" : "16-bit");
-  if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3)
-    return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16, f16 or e4m3", to_string(r.act));
-  if (r.act == DType::e4m3 && !is_fp8(r))
+                 packed_for(r.w2.order), packed_for(r.w13.order));
+  if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3 && r.act != DType::e2m1)
+    return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16, f16, e4m3 or e2m1", to_string(r.act));
+  if ((r.act == DType::e4m3 || r.act == DType::e2m1) && r.act != quantized_act(r))
     return error(Code::invalid_argument,
-                 "argument 'act_dtype' = e4m3: the weights were packed for 16-bit activations; expected weights packed "
-                 "with act_dtype E4M3 for FP8 hidden states");
-  if (is_fp8(r)) {
-    if (r.act_scale != ActScale::token && r.act_scale != ActScale::block128)
+                 "argument 'act_dtype' = {}: the weights were packed for {} activations; expected weights packed with "
+                 "act_dtype {} for such hidden states",
+                 to_string(r.act), packed_for(r.w13.order), to_string(r.act));
+  if (is_quantized(r)) {
+    const bool fp8 = quantized_act(r) == DType::e4m3;
+    const bool fits = fp8 ? r.act_scale == ActScale::token || r.act_scale == ActScale::block128
+                          : r.act_scale == ActScale::block32;
+    if (!fits)
       return error(Code::invalid_argument,
-                   "argument 'act_scale' = {}: the weights were packed for e4m3 activations; expected token or block128 "
-                   "(the scales of the hidden states and of the gate/up output)",
-                   to_string(r.act_scale));
-    if (r.act_scale == ActScale::block128 && (r.w13.k % 128 != 0 || r.w2.k % 128 != 0))
+                   "argument 'act_scale' = {}: the weights were packed for {} activations; expected {} (the scales of "
+                   "the hidden states and of the gate/up output)",
+                   to_string(r.act_scale), packed_for(r.w13.order), fp8 ? "token or block128" : "block32");
+    const std::uint32_t block = r.act_scale == ActScale::block128 ? 128 : r.act_scale == ActScale::block32 ? 64 : 1;
+    if (r.w13.k % block != 0 || r.w2.k % block != 0)
       return error(Code::invalid_argument,
-                   "argument 'act_scale' = block128: hidden = {} and intermediate = {}; expected both multiples of 128",
-                   r.w13.k, r.w2.k);
+                   "argument 'act_scale' = {}: hidden = {} and intermediate = {}; expected both multiples of {}",
+                   to_string(r.act_scale), r.w13.k, r.w2.k, block);
   } else if (r.act_scale != ActScale::none) {
     return error(Code::invalid_argument,
                  "argument 'act_scale' = {}: the weights were packed for 16-bit activations; expected none (scales "
-                 "apply to weights packed for e4m3)",
+                 "apply to weights packed for e4m3 or e2m1)",
                  to_string(r.act_scale));
   }
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
@@ -184,11 +204,22 @@ Status check_data(const FusedMoeRequest& r) {
   }
   if (r.expert_map != nullptr && reinterpret_cast<std::uintptr_t>(r.expert_map) % 4 != 0)
     return error(Code::invalid_argument, "argument 'expert_map': expected 4-byte alignment");
+  if (r.act == DType::e2m1) {
+    if (r.hidden_scales == nullptr || reinterpret_cast<std::uintptr_t>(r.hidden_scales) % 16 != 0)
+      return error(Code::invalid_argument,
+                   "argument 'hidden_scales' = {}: expected the E8M0 scales of the e2m1 hidden states, 16-byte aligned",
+                   r.hidden_scales);
+    if (r.hidden_scale_ld < r.w13.k / 32 || r.hidden_scale_ld % 16 != 0)
+      return error(Code::invalid_argument,
+                   "argument 'hidden_scale_ld' = {}: expected a multiple of 16 of at least hidden / 32 = {} (one E8M0 "
+                   "byte per 32 columns, 16-byte aligned rows)",
+                   r.hidden_scale_ld, r.w13.k / 32);
+  }
   if (r.act == DType::e4m3) {
     if (r.hidden_scales == nullptr || reinterpret_cast<std::uintptr_t>(r.hidden_scales) % 4 != 0)
       return error(Code::invalid_argument,
                    "argument 'hidden_scales' = {}: expected the f32 scales of the e4m3 hidden states, 4-byte aligned",
-                   static_cast<const void*>(r.hidden_scales));
+                   r.hidden_scales);
     if (r.act_scale == ActScale::block128 && r.hidden_scale_ld < r.w13.k / 128)
       return error(Code::invalid_argument,
                    "argument 'hidden_scale_ld' = {}: expected at least hidden / 128 = {} (one f32 per 128 columns)",
@@ -241,11 +272,11 @@ struct LayerBuffers {
   const i32* post_pad = nullptr;
   void* intermediate = nullptr;  // gate/up output, bf16/f16
   void* pairs = nullptr;         // down output, bf16/f16
-  const void* up_a = nullptr;    // the gate/up GEMM's A: the hidden states, or their e4m3 copy
-  const float* up_scales = nullptr;
+  const void* up_a = nullptr;    // the gate/up GEMM's A: the hidden states, or their quantized copy
+  const void* up_scales = nullptr;
   std::int64_t up_scale_ld = 0;
-  const void* down_a = nullptr;  // the down GEMM's A: the intermediate, or its e4m3 copy
-  const float* down_scales = nullptr;
+  const void* down_a = nullptr;  // the down GEMM's A: the intermediate, or its quantized copy
+  const void* down_scales = nullptr;
   std::int64_t down_scale_ld = 0;
 };
 
@@ -261,7 +292,7 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBu
   LayerGemms g;
   GroupedGemmRequest& up = g.up;
   up.weights = r.w13;
-  up.act = is_fp8(r) ? DType::e4m3 : r.act;
+  up.act = is_quantized(r) ? quantized_act(r) : r.act;
   up.act_scale = r.act_scale;
   up.out = row_dtype(r);
   up.layout = Layout::indexed;
@@ -302,6 +333,11 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBu
 
 Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
   MOEJIT_TRY(check_shapes(r));
+  if (quantized_act(r) == DType::e2m1 && !has_block_scale_mma(arch))
+    return error(Code::unsupported,
+                 "argument 'w13': packed for e2m1 activations (W4A4), which need the block-scaled mma of sm_120a or "
+                 "sm_121a; this target is {} (pack for e4m3 or bf16 activations there)",
+                 arch_info(arch).name);
   // Rows per busy local expert decide the tile rows, which are also the align block size.
   const double pairs = static_cast<double>(r.tokens) * r.topk;
   const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
@@ -320,7 +356,7 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   MOEJIT_ASSIGN_OR_RETURN(s.up, grouped_gemm_spec(gemms.up, arch, backend, sms));
   MOEJIT_ASSIGN_OR_RETURN(s.down, grouped_gemm_spec(gemms.down, arch, backend, sms));
   if (quantizes_hidden(r)) s.quantize_hidden = act_quantize_spec(r.act, r.act_scale, r.w13.k, arch, backend);
-  if (is_fp8(r)) s.quantize_intermediate = act_quantize_spec(row_dtype(r), r.act_scale, r.w2.k, arch, backend);
+  if (is_quantized(r)) s.quantize_intermediate = act_quantize_spec(row_dtype(r), r.act_scale, r.w2.k, arch, backend);
 
   s.reduce.op = Op::moe_reduce;
   s.reduce.arch = arch;
@@ -386,24 +422,25 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   LayerBuffers b{sorted, expert_ids, post_pad, ws + l.intermediate, ws + l.pairs};
   b.up_a = r.hidden;
   b.down_a = b.intermediate;
-  if (is_fp8(r)) {
+  if (is_quantized(r)) {
     b.up_scales = r.hidden_scales;
-    b.up_scale_ld = r.act_scale == ActScale::block128 ? r.hidden_scale_ld : 0;
+    b.up_scale_ld = r.act_scale == ActScale::token ? 0 : r.hidden_scale_ld;
     b.down_a = ws + l.intermediate_q;
-    b.down_scales = reinterpret_cast<const float*>(ws + l.intermediate_scales);
+    b.down_scales = ws + l.intermediate_scales;
     b.down_scale_ld = scale_stride(r.act_scale, r.w2.k);
   }
 
-  // 2. W4A8 with 16-bit hidden states: quantize them.
+  // 2. Quantized activations with 16-bit hidden states: quantize them.
   if (quantizes_hidden(r)) {
     MOEJIT_TRY(run_quantize(ctx, specs.quantize_hidden, r.hidden, ws + l.hidden_q, ws + l.hidden_scales, r.tokens,
                             rows_per_expert, "fused_moe quantize hidden", stream));
     b.up_a = ws + l.hidden_q;
-    b.up_scales = reinterpret_cast<const float*>(ws + l.hidden_scales);
+    b.up_scales = ws + l.hidden_scales;
     b.up_scale_ld = scale_stride(r.act_scale, hidden);
   }
 
-  // 3-4. Gate/up projection with the activation (for W4A8 then its output quantized), then the
+  // 3-4. Gate/up projection with the activation (then, for quantized activations, its output
+  // quantized), then the
   // down projection with the routing weights.
   LayerGemms gemms = layer_gemms(r, specs.align.bm, b);
   gemms.up.workspace = split.up_counters ? split_base + split.up_partials : nullptr;
@@ -413,7 +450,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   gemms.up.counters = counters;
   gemms.down.counters = counters + split.up_counters;
   MOEJIT_TRY(run_grouped_gemm(ctx, gemms.up, stream));
-  if (is_fp8(r)) {
+  if (is_quantized(r)) {
     // Every pair row is quantized, computed or not (rows of experts on other ranks hold stale
     // bytes; no GEMM reads their quantized copies, and the reduction skips their pairs).
     MOEJIT_TRY(run_quantize(ctx, specs.quantize_intermediate, b.intermediate, ws + l.intermediate_q,

@@ -1,7 +1,7 @@
 #pragma once
 // The fused MoE layer: routing align -> gate/up GEMM with the activation -> down GEMM with the
-// routing weights -> top-k reduction in fixed k order. Four launches (W4A8 adds the FP8
-// quantization of 16-bit hidden states and of the gate/up output), no allocation, no host
+// routing weights -> top-k reduction in fixed k order. Four launches (quantized activations add
+// the quantization of 16-bit hidden states and of the gate/up output), no allocation, no host
 // synchronization: the caller's workspace holds every intermediate (graph-capturable).
 
 #include <cstdint>
@@ -11,14 +11,16 @@
 namespace moejit::dispatch {
 
 // Weights packed for e4m3 activations (PackedOrder::a8) make the layer W4A8: both GEMMs read
-// e4m3 rows with f32 scales of granularity `act_scale`. The hidden states come quantized (act
-// e4m3, with hidden_scales) or in bf16/f16, which the layer quantizes itself; the gate/up output
-// is quantized the same way before the down projection (recipe in moe/quantize_params.cuh).
-// Between the GEMMs and before the reduction the rows are bf16.
+// e4m3 rows with f32 scales of granularity `act_scale` (token or block128). Weights packed for
+// e2m1 ones (PackedOrder::a4, MXFP4) make it W4A4: e2m1 rows with E8M0 scales per 32 (block32).
+// The hidden states come quantized (act e4m3 / e2m1, with hidden_scales) or in bf16/f16, which
+// the layer quantizes itself; the gate/up output is quantized the same way before the down
+// projection (recipes in moe/quantize_params.cuh). Between the GEMMs and before the reduction
+// the rows are bf16.
 struct FusedMoeRequest {
   PackedWeightsView w13;  // N = 2I, K = H, act-and-mul columns
   PackedWeightsView w2;   // N = H, K = I
-  DType act = DType::bf16;  // the hidden states: bf16, f16, or e4m3 (weights packed for e4m3)
+  DType act = DType::bf16;  // the hidden states: bf16, f16, or e4m3 / e2m1 (weights packed for it)
   DType out = DType::bf16;
   Epilogue activation = Epilogue::silu_and_mul;
   std::int32_t tokens = 0;
@@ -32,9 +34,11 @@ struct FusedMoeRequest {
   void* workspace = nullptr;
   std::uint64_t workspace_bytes = 0;
   std::int32_t max_tokens = 0;               // 0: tokens
-  ActScale act_scale = ActScale::none;       // W4A8: token or block128; else none
-  const float* hidden_scales = nullptr;      // act e4m3: [T] (token) or [T, hidden_scale_ld] (block128)
-  std::int64_t hidden_scale_ld = 0;          // block128: at least H / 128
+  ActScale act_scale = ActScale::none;       // W4A8: token or block128; W4A4: block32; else none
+  // act e4m3: f32 [T] (token) or [T, hidden_scale_ld] (block128); act e2m1: E8M0 bytes
+  // [T, hidden_scale_ld] (block32, 16-byte aligned rows)
+  const void* hidden_scales = nullptr;
+  std::int64_t hidden_scale_ld = 0;          // block128: at least H / 128; block32: H / 32 rounded up to 16
 };
 
 // Checks shapes and dtypes and returns the workspace the request needs for any T up to its
@@ -43,8 +47,8 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch a
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& request, void* stream);
 
-// The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce, and for W4A8
-// the quantization of 16-bit hidden states and of the gate/up output; op none where unused) on a
+// The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce, and for
+// quantized activations the quantization of 16-bit hidden states and of the gate/up output; op none where unused) on a
 // device with `sms` multiprocessors, as the run would pick them; warm-up enumerates these over
 // every tile the heuristic can choose.
 struct FusedMoeSpecs {

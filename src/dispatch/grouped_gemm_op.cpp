@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "dispatch/tile_configs.hpp"
+#include "quant/pack.hpp"
 #include "spec/spec_fields.hpp"
 
 namespace moejit::dispatch {
@@ -64,13 +65,14 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
                  "argument 'epilogue' = {}: the weights interleave gate and up columns; expected silu_and_mul or "
                  "swiglu_oai",
                  to_string(r.epilogue));
-  const PackedOrder want = r.act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
-  if (w.order != want)
+  if (w.order != quant::packed_order_for(r.act)) {
+    const DType packed_for = quant::quantized_act_of(w.order);
     return error(Code::invalid_argument,
                  "argument 'act' = {}: the weights were packed for {} activations; expected weights packed with "
                  "act_dtype {} (pack them again for this activation type)",
-                 to_string(r.act), w.order == PackedOrder::a8 ? "e4m3" : "16-bit (bf16/f16)",
-                 r.act == DType::e4m3 ? "E4M3" : "BF16 or F16");
+                 to_string(r.act), packed_for == DType::none ? "16-bit (bf16/f16)" : to_string(packed_for),
+                 r.act == DType::e4m3 ? "E4M3" : r.act == DType::e2m1 ? "E2M1" : "BF16 or F16");
+  }
   KernelSpec s{};
   s.op = Op::grouped_gemm;
   s.arch = arch;

@@ -28,7 +28,7 @@ struct PackedWeightsView {
 struct GroupedGemmRequest {
   PackedWeightsView weights;
   DType act = DType::bf16;
-  ActScale act_scale = ActScale::none;  // e4m3 activations: their scales' granularity
+  ActScale act_scale = ActScale::none;  // e4m3 / e2m1 activations: their scales' granularity
   DType out = DType::bf16;
   Layout layout = Layout::indexed;
   Epilogue epilogue = Epilogue::none;

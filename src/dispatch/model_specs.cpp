@@ -7,6 +7,8 @@
 #include "dispatch/tile_configs.hpp"
 #include "kernels/act_quantize.hpp"
 #include "quant/formats.hpp"
+#include "quant/pack.hpp"
+#include "spec/arch.hpp"
 #include "spec/device_profiles.hpp"
 
 namespace moejit::dispatch {
@@ -39,12 +41,18 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
   // The request fused_moe_specs sees, with placeholder pointers: only shapes and dtypes matter.
   alignas(256) static const int placeholder[4] = {};
   FusedMoeRequest r;
-  // W4A8 layers are enumerated with bf16 hidden states: their GEMMs are the same for every
-  // hidden dtype, and the f16 input's quantization is added below.
-  const PackedOrder order = m.act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+  // Layers with quantized activations (W4A8, W4A4) are enumerated with bf16 hidden states: their
+  // GEMMs are the same for every hidden dtype, and the f16 input's quantization is added below.
+  const PackedOrder order = quant::packed_order_for(m.act);
+  const bool quantized = order != PackedOrder::a16;
+  if (m.act == DType::e2m1 && !has_block_scale_mma(arch))
+    return error(Code::unsupported,
+                 "model field 'act' = e2m1 for {}: MXFP4 activations need the block-scaled mma of sm_120a or sm_121a; "
+                 "expected one of those targets (or e4m3 activations)",
+                 arch_info(arch).name);
   r.w13 = {m.format, g13, m.scale, local, 2 * inter, m.hidden, true, placeholder, placeholder, nullptr, nullptr, order};
   r.w2 = {m.format, g2, m.scale, local, m.hidden, inter, false, placeholder, placeholder, nullptr, nullptr, order};
-  r.act = m.act == DType::e4m3 ? DType::bf16 : m.act;
+  r.act = quantized ? DType::bf16 : m.act;
   r.act_scale = m.act_scale;
   r.out = m.out;
   r.activation = m.activation;
@@ -70,7 +78,7 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
       for (const KernelSpec& spec : {s.align, s.up, s.down, s.reduce, s.quantize_hidden, s.quantize_intermediate})
         if (spec.op != Op::none && seen.insert(spec).second) specs.push_back(spec);
     }
-  if (m.act == DType::e4m3 && !specs.empty())
+  if (quantized && !specs.empty())
     specs.push_back(act_quantize_spec(DType::f16, m.act_scale, m.hidden, arch, backend));
   return specs;
 }

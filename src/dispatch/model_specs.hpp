@@ -14,8 +14,10 @@ struct ModelDesc {
   WeightFormat format = WeightFormat::none;
   std::uint32_t group_size = 0;  // 0: per-channel (each projection's own K)
   DType scale = DType::none;
-  DType act = DType::bf16;  // e4m3: W4A8 (weights packed for e4m3; hidden states in bf16, f16 or e4m3)
-  ActScale act_scale = ActScale::none;  // e4m3: token or block128
+  // e4m3: W4A8 (weights packed for e4m3; hidden states in bf16, f16 or e4m3); e2m1: W4A4 (MXFP4
+  // weights packed for e2m1, sm_120a / sm_121a; hidden states in bf16, f16 or e2m1)
+  DType act = DType::bf16;
+  ActScale act_scale = ActScale::none;  // e4m3: token or block128; e2m1: block32
   DType out = DType::bf16;
   Epilogue activation = Epilogue::silu_and_mul;
   std::uint32_t tensor_parallel = 1;  // intermediate split this many ways

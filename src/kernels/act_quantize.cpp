@@ -19,9 +19,14 @@ Status quantize_fields(const KernelSpec& s) {
                                           "warps"sv}));
   MOEJIT_TRY(spec_checks::one_of("act", to_string(s.act), s.act == DType::bf16 || s.act == DType::f16, "bf16 or f16",
                                  "(the rows to quantize)"));
-  MOEJIT_TRY(spec_checks::one_of("out", to_string(s.out), s.out == DType::e4m3, "e4m3"));
-  MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale),
-                                 s.act_scale == ActScale::token || s.act_scale == ActScale::block128, "token or block128"));
+  MOEJIT_TRY(spec_checks::one_of("out", to_string(s.out), s.out == DType::e4m3 || s.out == DType::e2m1, "e4m3 or e2m1"));
+  if (s.out == DType::e2m1)
+    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale), s.act_scale == ActScale::block32, "block32",
+                                   "(e2m1 takes E8M0 scales per 32)"));
+  else
+    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale),
+                                   s.act_scale == ActScale::token || s.act_scale == ActScale::block128, "token or block128",
+                                   "(e4m3 takes f32 scales)"));
   MOEJIT_TRY(spec_checks::range("warps", s.warps, 1, 32, "act_quantize"));
   if (s.n < 8 || s.n % 8 != 0 || s.n > s.warps * kColumnsPerWarp)
     return error(Code::invalid_argument,
@@ -29,6 +34,8 @@ Status quantize_fields(const KernelSpec& s) {
                  kColumnsPerWarp, s.warps * kColumnsPerWarp);
   if (s.act_scale == ActScale::block128 && s.n % 128 != 0)
     return error(Code::invalid_argument, "field 'n' = {}: expected a multiple of 128 with act_scale block128", s.n);
+  if (s.act_scale == ActScale::block32 && s.n % 32 != 0)
+    return error(Code::invalid_argument, "field 'n' = {}: expected a multiple of 32 with act_scale block32", s.n);
   return {};
 }
 
@@ -59,7 +66,7 @@ KernelSpec act_quantize_spec(DType act, ActScale act_scale, std::uint32_t n, Arc
   s.arch = arch;
   s.backend = backend;
   s.act = act;
-  s.out = DType::e4m3;
+  s.out = act_scale == ActScale::block32 ? DType::e2m1 : DType::e4m3;  // MX blocks: MXFP4
   s.act_scale = act_scale;
   s.n = n;
   // The fewest warps (a power of two, at least 4 for latency) that keep the row in registers.

@@ -1,8 +1,9 @@
 #pragma once
-// The FP8 activation quantization (templates/moe/quantize.cuh): rows of bf16/f16 values to e4m3
-// with per-row or per-128-column f32 scales, one block per row. The fused layer runs it on the
-// hidden states (when the caller gives 16-bit ones for weights packed for e4m3) and on the
-// gate/up output before the down projection.
+// The activation quantization (templates/moe/quantize.cuh): rows of bf16/f16 values to e4m3 with
+// per-row or per-128-column f32 scales, or to e2m1 with E8M0 scales per 32 columns (block32),
+// one block per row. The fused layer runs it on the hidden states (when the caller gives 16-bit
+// ones for weights packed for quantized activations) and on the gate/up output before the down
+// projection.
 
 #include <cstdint>
 
@@ -13,7 +14,8 @@ namespace moejit {
 
 extern const KernelDef kActQuantizeKernel;
 
-// The spec that quantizes rows of `n` `act` values on `arch` / `backend` with `act_scale` scales.
+// The spec that quantizes rows of `n` `act` values on `arch` / `backend` with `act_scale` scales
+// (block32: to e2m1, else to e4m3).
 KernelSpec act_quantize_spec(DType act, ActScale act_scale, std::uint32_t n, Arch arch, Backend backend);
 
 LaunchGrid act_quantize_grid(std::int32_t rows);

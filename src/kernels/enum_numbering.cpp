@@ -28,6 +28,7 @@ static_assert(value(DType::f16) == kernel_enum::f16 && value(DType::f16) == MOEJ
 static_assert(value(DType::f32) == kernel_enum::f32 && value(DType::f32) == MOEJIT_DTYPE_F32);
 static_assert(value(DType::e4m3) == kernel_enum::e4m3 && value(DType::e4m3) == MOEJIT_DTYPE_E4M3);
 static_assert(value(DType::e8m0) == kernel_enum::e8m0 && value(DType::e8m0) == MOEJIT_DTYPE_E8M0);
+static_assert(value(DType::e2m1) == kernel_enum::e2m1 && value(DType::e2m1) == MOEJIT_DTYPE_E2M1);
 
 // MoE layouts.
 static_assert(value(Layout::indexed) == kernel_enum::indexed && value(Layout::indexed) == MOEJIT_LAYOUT_INDEXED);
@@ -49,6 +50,8 @@ static_assert(value(ActScale::none) == MOEJIT_ACT_SCALE_NONE);
 static_assert(value(ActScale::token) == kernel_enum::act_scale_token && value(ActScale::token) == MOEJIT_ACT_SCALE_TOKEN);
 static_assert(value(ActScale::block128) == kernel_enum::act_scale_block128 &&
               value(ActScale::block128) == MOEJIT_ACT_SCALE_BLOCK128);
+static_assert(value(ActScale::block32) == kernel_enum::act_scale_block32 &&
+              value(ActScale::block32) == MOEJIT_ACT_SCALE_BLOCK32);
 // Backends: the ABI's AUTO (0) is resolved before a spec is built, where 0 means "not set".
 static_assert(value(Backend::device) == MOEJIT_BACKEND_DEVICE && value(Backend::host) == MOEJIT_BACKEND_HOST);
 

@@ -12,6 +12,7 @@ namespace {
 
 constexpr std::string_view kOp = "grouped_gemm";
 
+
 // Bounds of n and k (see gemm_fields).
 constexpr std::uint32_t kMaxGemmExtent = 1u << 20;
 constexpr std::uint64_t kMaxExpertWeightBytes = 1ull << 31;
@@ -24,9 +25,21 @@ Status gemm_fields(const KernelSpec& s) {
                                  mxfp4 ? s.scale == DType::e8m0 : (s.scale == DType::bf16 || s.scale == DType::f16),
                                  mxfp4 ? "e8m0" : "bf16 or f16", mxfp4 ? "(MXFP4 scales are E8M0)" : "(INT4 scales)"));
   MOEJIT_TRY(spec_checks::one_of("act", to_string(s.act),
-                                 s.act == DType::bf16 || s.act == DType::f16 || s.act == DType::e4m3,
-                                 "bf16, f16 or e4m3"));
-  if (s.act == DType::e4m3) {
+                                 s.act == DType::bf16 || s.act == DType::f16 || s.act == DType::e4m3 ||
+                                     s.act == DType::e2m1,
+                                 "bf16, f16, e4m3 or e2m1"));
+  if (s.act == DType::e2m1) {
+    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale), s.act_scale == ActScale::block32, "block32",
+                                   "(e2m1 activations come with E8M0 scales per 32 k)"));
+    if (!mxfp4)
+      return error(Code::invalid_argument,
+                   "field 'act' = e2m1 with weight {}: expected mxfp4 weights (the mma takes e2m1 x e2m1)",
+                   to_string(s.weight));
+    if (s.k % 64 != 0 || s.bk % 64 != 0)
+      return error(Code::invalid_argument,
+                   "field 'act' = e2m1 with k = {}, bk = {}: expected both multiples of 64 (one mma step is 64 k)", s.k,
+                   s.bk);
+  } else if (s.act == DType::e4m3) {
     MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale),
                                    s.act_scale == ActScale::token || s.act_scale == ActScale::block128,
                                    "token or block128", "(e4m3 activations come with f32 scales)"));
@@ -34,7 +47,8 @@ Status gemm_fields(const KernelSpec& s) {
       return error(Code::invalid_argument,
                    "field 'act_scale' = block128 with k = {}: expected k a multiple of 128 (one scale per 128 k)", s.k);
   } else if (s.act_scale != ActScale::none) {
-    return error(Code::invalid_argument, "field 'act_scale' = {}: expected none for {} activations (only e4m3 ones are scaled)",
+    return error(Code::invalid_argument,
+                 "field 'act_scale' = {}: expected none for {} activations (only e4m3 and e2m1 ones are scaled)",
                  to_string(s.act_scale), to_string(s.act));
   }
   MOEJIT_TRY(spec_checks::one_of("out", to_string(s.out),
@@ -102,9 +116,11 @@ std::uint32_t warps_along_m(const KernelSpec& s) {
 
 std::uint32_t scale_bytes(const KernelSpec& s) { return s.scale == DType::e8m0 ? 1 : 2; }
 
+std::uint32_t act_bits(DType act) { return act == DType::e2m1 ? 4 : act == DType::e4m3 ? 8 : 16; }
+
 std::uint32_t gemm_dynamic_shared(const KernelSpec& s) {
   return gemm_shared_bytes(s.bm, s.bn, s.bk, s.stages, s.group_size, scale_bytes(s),
-                           s.weight == WeightFormat::int4_asym, s.act == DType::e4m3 ? 1 : 2);
+                           s.weight == WeightFormat::int4_asym, act_bits(s.act));
 }
 
 std::uint32_t gemm_block_threads(const KernelSpec& s) { return s.warps * 32u; }
@@ -138,13 +154,12 @@ Status gemm_check(const KernelSpec& s) {
                  s.bm, s.bn, s.bk, s.stages, need, arch.max_shared_per_block, arch.name);
   if (s.act == DType::e4m3 && arch.sm < 89)
     return error(Code::unsupported, "field 'act' = e4m3 needs sm_89 or newer, not {}", arch.name);
+  if (s.act == DType::e2m1 && !has_block_scale_mma(s.arch))
+    return error(Code::unsupported,
+                 "field 'act' = e2m1 needs the block-scaled mma of sm_120a or sm_121a, not {} (use e4m3 activations "
+                 "there)",
+                 arch.name);
   return {};
-}
-
-// sm_120a and sm_121a (the `a` forms only) have mma.sync with ue8m0 block scales.
-bool has_block_scale_mma(Arch arch) {
-  const ArchInfo& info = arch_info(arch);
-  return info.arch_specific && (info.sm == 120 || info.sm == 121);
 }
 
 std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
@@ -233,10 +248,19 @@ Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p
     return error(Code::invalid_argument, "argument 'm' = {}: the kernel was built for m = {} exactly", p.m, s.m);
   if (p.m == 0) return {};
   const bool act8 = s.act == DType::e4m3;
+  const std::uint32_t row_unit = 128 / act_bits(s.act);  // elements in 16 bytes
   MOEJIT_TRY(need(p.a, "a", 16, "every GEMM"));
-  if (p.lda < s.k || p.lda % (act8 ? 16 : 8) != 0)
+  if (p.lda < s.k || p.lda % row_unit != 0)
     return error(Code::invalid_argument, "argument 'lda' = {}: expected a multiple of {} {} elements (16 bytes), at least k = {}",
-                 p.lda, act8 ? 16 : 8, to_string(s.act), s.k);
+                 p.lda, row_unit, to_string(s.act), s.k);
+  if (s.act == DType::e2m1) {
+    MOEJIT_TRY(need(p.a_scales, "a_scales", 16, "e2m1 activations (their E8M0 scales)"));
+    if (p.a_scale_ld < s.k / 32 || p.a_scale_ld % 16 != 0)
+      return error(Code::invalid_argument,
+                   "argument 'a_scale_ld' = {}: expected a multiple of 16 of at least k / 32 = {} (one E8M0 byte per 32 "
+                   "k of a row, 16-byte aligned rows)",
+                   p.a_scale_ld, s.k / 32);
+  }
   if (act8) {
     MOEJIT_TRY(need(p.a_scales, "a_scales", 4, "e4m3 activations"));
     if (s.act_scale == ActScale::block128 && p.a_scale_ld < s.k / 128)

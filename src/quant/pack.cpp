@@ -7,6 +7,7 @@
 #include "gemm/grouped_gemm_params.cuh"
 #include "quant/formats.hpp"
 #include "quant/pack_core.hpp"
+#include "spec/spec_fields.hpp"
 
 namespace moejit::quant {
 
@@ -35,9 +36,14 @@ Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder ord
   if (rows != RowOrder::plain && rows != RowOrder::concatenated && rows != RowOrder::interleaved)
     return error(Code::invalid_argument, "rows = {}: expected plain, concatenated or interleaved",
                  static_cast<int>(rows));
-  if (order != PackedOrder::a16 && order != PackedOrder::a8)
-    return error(Code::invalid_argument, "order = {}: expected a16 (bf16/f16 activations) or a8 (e4m3 activations)",
+  if (order != PackedOrder::a16 && order != PackedOrder::a8 && order != PackedOrder::a4)
+    return error(Code::invalid_argument,
+                 "order = {}: expected a16 (bf16/f16 activations), a8 (e4m3 activations) or a4 (e2m1 activations)",
                  static_cast<u32>(order));
+  if (order == PackedOrder::a4 && shape.format != WeightFormat::mxfp4)
+    return error(Code::invalid_argument,
+                 "order a4 (e2m1 activations) with {} weights: expected mxfp4 (the mma takes e2m1 x e2m1)",
+                 to_string(shape.format));
   return ok_status();
 }
 

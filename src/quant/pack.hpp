@@ -37,8 +37,8 @@ struct PackedWeights {
   DType scale_dtype = DType::none;
   u32 experts = 0, n = 0, k = 0;
   bool act_and_mul = false;  // columns are in act-and-mul order (the source was not `plain`)
-  // The fragment order of the tile words: a16 for bf16/f16 activations, a8 for e4m3 ones
-  // (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it.
+  // The fragment order of the tile words: a16 for bf16/f16 activations, a8 for e4m3 ones, a4 for
+  // e2m1 ones (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it.
   PackedOrder order = PackedOrder::a16;
 
   // packed_weight_bytes(E, N, K) bytes of 32x32 tiles.
@@ -59,8 +59,18 @@ struct PackedWeights {
 struct PackOptions {
   RowOrder rows = RowOrder::plain;
   std::span<const float> bias;  // optional [E][N] f32 in the source row order
-  PackedOrder order = PackedOrder::a16;  // the activations' width: a16 (bf16, f16) or a8 (e4m3)
+  // The activations' width: a16 (bf16, f16), a8 (e4m3) or a4 (e2m1; MXFP4 weights only).
+  PackedOrder order = PackedOrder::a16;
 };
+
+// The order of weights used with `act` activations, and the quantized activation dtype an order
+// was packed for (none for a16: bf16 or f16).
+constexpr PackedOrder packed_order_for(DType act) {
+  return act == DType::e2m1 ? PackedOrder::a4 : act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+}
+constexpr DType quantized_act_of(PackedOrder order) {
+  return order == PackedOrder::a4 ? DType::e2m1 : order == PackedOrder::a8 ? DType::e4m3 : DType::none;
+}
 
 // Packs logical weights (rows in `options.rows` order). Checks first: the format, N % 32,
 // K % 32, the group, the tensor sizes and the bias size; the Status names the bad argument.

@@ -60,6 +60,12 @@ std::span<const std::string_view> arch_value_names() { return kArchNames; }
 
 std::span<const Arch> default_target_archs() { return kDefaultTargets; }
 
+bool has_block_scale_mma(Arch arch) {
+  if (arch == Arch::none) return false;
+  const ArchInfo& info = arch_info(arch);
+  return info.arch_specific && (info.sm == 120 || info.sm == 121);
+}
+
 Arch runtime_target(Arch arch) {
   if (arch == Arch::none || arch_info(arch).arch_specific) return arch;
   for (const ArchInfo& a : kArchs)

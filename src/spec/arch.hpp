@@ -36,4 +36,8 @@ std::span<const Arch> default_target_archs();
 // so a store warmed "for sm_90" holds what an H100 looks up.
 Arch runtime_target(Arch arch);
 
+// sm_120a and sm_121a (the `a` forms only) have mma.sync with ue8m0 block scales
+// (kind::mxf8f6f4 and kind::mxf4): what MXFP4 activations need.
+bool has_block_scale_mma(Arch arch);
+
 }  // namespace moejit

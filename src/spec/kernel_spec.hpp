@@ -12,13 +12,14 @@ namespace moejit {
 
 enum class Op : std::uint8_t { none = 0, moe_align = 1, grouped_gemm = 2, moe_reduce = 3, act_quantize = 4 };
 enum class WeightFormat : std::uint8_t { none = 0, mxfp4 = 1, int4_sym = 2, int4_asym = 3 };
-enum class DType : std::uint8_t { none = 0, bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5 };
+// e2m1: MXFP4 activations, two codes per byte (element 2i in the low nibble of byte i).
+enum class DType : std::uint8_t { none = 0, bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5, e2m1 = 6 };
 enum class Layout : std::uint8_t { none = 0, indexed = 1, contiguous = 2, masked = 3 };
 enum class Epilogue : std::uint8_t { none = 0, silu_and_mul = 1, swiglu_oai = 2, topk_weight = 3 };
 enum class Backend : std::uint8_t { none = 0, device = 1, host = 2 };
-// How e4m3 activations are scaled: one f32 per row (token), or one per row and 128 k. none for
-// bf16/f16 activations.
-enum class ActScale : std::uint8_t { none = 0, token = 1, block128 = 2 };
+// How quantized activations are scaled. e4m3: one f32 per row (token), or one per row and 128 k.
+// e2m1: one E8M0 byte per row and 32 k (block32, the MX block). none for bf16/f16 activations.
+enum class ActScale : std::uint8_t { none = 0, token = 1, block128 = 2, block32 = 3 };
 
 // Target architectures. The `a` forms carry architecture-specific instructions (wgmma, tcgen05)
 // and their CUBINs load only on exactly that SM.
@@ -42,7 +43,7 @@ struct KernelSpec {
   Arch arch{};
   Backend backend{};
   std::uint8_t stages = 0;  // pipeline stages
-  ActScale act_scale{};     // e4m3 activations: their scales' granularity
+  ActScale act_scale{};     // e4m3 / e2m1 activations: their scales' granularity
   std::uint8_t split_k = 0;
   std::uint16_t warps = 0;  // warps per block
   std::uint16_t bm = 0;     // tile rows (tokens); for moe_align the block size

@@ -12,20 +12,20 @@ using namespace std::string_view_literals;
 
 constexpr std::array kOpNames = {"none"sv, "moe_align"sv, "grouped_gemm"sv, "moe_reduce"sv, "act_quantize"sv};
 constexpr std::array kWeightNames = {"none"sv, "mxfp4"sv, "int4_sym"sv, "int4_asym"sv};
-constexpr std::array kDTypeNames = {"none"sv, "bf16"sv, "f16"sv, "f32"sv, "e4m3"sv, "e8m0"sv};
+constexpr std::array kDTypeNames = {"none"sv, "bf16"sv, "f16"sv, "f32"sv, "e4m3"sv, "e8m0"sv, "e2m1"sv};
 constexpr std::array kLayoutNames = {"none"sv, "indexed"sv, "contiguous"sv, "masked"sv};
 constexpr std::array kEpilogueNames = {"none"sv, "silu_and_mul"sv, "swiglu_oai"sv,
                                        "topk_weight"sv};
 constexpr std::array kBackendNames = {"none"sv, "device"sv, "host"sv};
-constexpr std::array kActScaleNames = {"none"sv, "token"sv, "block128"sv};
+constexpr std::array kActScaleNames = {"none"sv, "token"sv, "block128"sv, "block32"sv};
 
 static_assert(kOpNames.size() == static_cast<std::size_t>(Op::act_quantize) + 1);
 static_assert(kWeightNames.size() == static_cast<std::size_t>(WeightFormat::int4_asym) + 1);
-static_assert(kDTypeNames.size() == static_cast<std::size_t>(DType::e8m0) + 1);
+static_assert(kDTypeNames.size() == static_cast<std::size_t>(DType::e2m1) + 1);
 static_assert(kLayoutNames.size() == static_cast<std::size_t>(Layout::masked) + 1);
 static_assert(kEpilogueNames.size() == static_cast<std::size_t>(Epilogue::topk_weight) + 1);
 static_assert(kBackendNames.size() == static_cast<std::size_t>(Backend::host) + 1);
-static_assert(kActScaleNames.size() == static_cast<std::size_t>(ActScale::block128) + 1);
+static_assert(kActScaleNames.size() == static_cast<std::size_t>(ActScale::block32) + 1);
 
 constexpr std::span<const std::string_view> kNumber{};
 

@@ -7,9 +7,9 @@
 namespace moejit {
 namespace kernel_enum {
 inline constexpr int mxfp4 = 1, int4_sym = 2, int4_asym = 3;                       // weight
-inline constexpr int bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5;                // dtypes
+inline constexpr int bf16 = 1, f16 = 2, f32 = 3, e4m3 = 4, e8m0 = 5, e2m1 = 6;      // dtypes
 inline constexpr int indexed = 1, contiguous = 2, masked = 3;                       // layout
 inline constexpr int none = 0, silu_and_mul = 1, swiglu_oai = 2, topk_weight = 3;  // epilogue
-inline constexpr int act_scale_token = 1, act_scale_block128 = 2;                   // act_scale
+inline constexpr int act_scale_token = 1, act_scale_block128 = 2, act_scale_block32 = 3;  // act_scale
 }  // namespace kernel_enum
 }  // namespace moejit

@@ -116,6 +116,19 @@ MOEJIT_DEVICE u8 f32_to_e4m3(float f) {
   return static_cast<u8>(sign | m);                           // m == 8 is the smallest normal
 }
 
+// e2m1 (OCP FP4): sign, 2 exponent bits (bias 1), 1 mantissa bit: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6},
+// no infinities or NaN. Round to nearest even (a tie takes the code whose mantissa bit is 0),
+// saturating to +-6; a finite input is expected (NaN gives 6 with its sign). Code in bits 0..3.
+MOEJIT_DEVICE u32 f32_to_e2m1(float f) {
+  const u32 b = f32_bits(f);
+  const u32 sign = (b >> 28) & 0x8u;
+  const float a = f32_from_bits(b & 0x7fffffffu);
+  // The midpoints between neighbouring magnitudes; <= where the lower code is even, < where odd.
+  const u32 code = a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u
+                 : a <= 2.5f  ? 4u : a < 3.5f  ? 5u : a <= 5.0f  ? 6u : 7u;
+  return sign | code;
+}
+
 // cvt.rn.f16x2.e4m3x2: two e4m3 bytes to f16x2 (byte 0 to the low half), exactly.
 MOEJIT_DEVICE u32 e4m3x2_to_f16x2(u16 v) {
   return static_cast<u32>(f32_to_f16(e4m3_to_f32(static_cast<u8>(v)))) |

@@ -49,7 +49,12 @@ struct GemmShape {
   static constexpr u32 kMTiles = WM / 16, kN8 = WN / 8, kN32 = WN / 32, kK32 = BK / 32;
   // e4m3 activations (W4A8): one m16n8k32 mma per n8 tile and 32 k, weights in the a8 order.
   static constexpr bool kAct8 = Spec::act == kernel_enum::e4m3;
-  static constexpr u32 kActBytes = kAct8 ? 1 : 2;
+  // e2m1 activations (W4A4, MXFP4 x MXFP4, sm_120a / sm_121a): one block-scaled m16n8k64 mma per
+  // n8 tile and 64 k, weights in the a4 order, E8M0 scales on both sides applied by the mma.
+  static constexpr bool kAct4 = Spec::act == kernel_enum::e2m1;
+  static constexpr bool kQuantizedAct = kAct8 || kAct4;  // scaled per row (a_scales)
+  static constexpr u32 kActBits = kAct4 ? 4 : kAct8 ? 8 : 16;
+  static constexpr u32 kARowBytes = Spec::bk * kActBits / 8;  // one A row of a stage
   // sm_90, sm_100/103 and sm_110 have no e4m3 mma.sync: ptxas runs it as two f16 mma's plus an
   // f32 add of C per output. There the kernel converts the fragments to f16 itself and chains
   // the two mma's, which saves the add (one per output element per 32 k).
@@ -60,12 +65,12 @@ struct GemmShape {
   // sm_120a / sm_121a with MXFP4 weights and e4m3 activations: the mma applies the weights' E8M0
   // bytes itself (kind::mxf8f6f4.block_scale, common/mma_block_scale.cuh), with the exponent of
   // each activation scale as its A scale; no f32 scaling per 32 k.
-  static constexpr bool kBlockScaleMma = kAct8 && kMxfp4 && Spec::block_scale_mma;
+  static constexpr bool kBlockScaleMma = kQuantizedAct && kMxfp4 && Spec::block_scale_mma;
   static constexpr u32 kKStages = K / BK;  // stages of the whole K; a split takes a run of them
   static constexpr bool kAsym = Spec::weight == kernel_enum::int4_asym;
   static constexpr u32 kScaleBytes = Spec::scale == kernel_enum::e8m0 ? 1 : 2;
   static constexpr u32 kScaleRows = gemm_scale_rows(BK, G);
-  static constexpr u32 kABytes = BM * BK * kActBytes, kBBytes = BN * BK / 2;
+  static constexpr u32 kABytes = BM * kARowBytes, kBBytes = BN * BK / 2;
   static constexpr u32 kSBytes = kScaleRows * BN * kScaleBytes, kZBytes = kAsym ? kScaleRows * BN : 0;
   static constexpr u32 kStageBytes = kABytes + kBBytes + kSBytes + kZBytes;
   static constexpr bool kActAndMul =
@@ -80,13 +85,14 @@ struct GemmShape {
   static constexpr bool kPartialN = N % BN != 0;  // the last column block has strips past N
 
   // Copies per stage in 16-byte chunks, and per thread.
-  static constexpr u32 kARowChunks = BK * kActBytes / 16;  // 16-byte chunks in one A row of the tile
+  static constexpr u32 kARowChunks = kARowBytes / 16;  // 16-byte chunks in one A row of the tile
   static constexpr u32 kAChunks = BM * kARowChunks, kBChunks = BN * BK / 32;
   static constexpr u32 kSChunks = kSBytes / 16, kZChunks = kZBytes / 16;
   static constexpr u32 kAPerThread = (kAChunks + kThreads - 1) / kThreads;
   static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
-  static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBytes));
+  static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits));
+  static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
   static_assert(kWarps % kWarpsM == 0 && BM % kWarpsM == 0 && BN % kWarpsN == 0);
   static_assert(WM % 16 == 0 && WN % 32 == 0, "warp tiles are whole m16 rows and n32 packed strips");
   static_assert(BK % 32 == 0 && N % 32 == 0 && K % BK == 0, "stages are whole 32-k tiles and divide K");
@@ -98,7 +104,7 @@ struct GemmShape {
 };
 
 // A-tile rows are kRowChunks chunks of 16 bytes (BK / 8 for 16-bit activations, BK / 16 for
-// e4m3); chunk c of row r is stored at chunk c ^ f(r) so that the 8 rows an ldmatrix reads at
+// e4m3, BK / 32 for e2m1); chunk c of row r is stored at chunk c ^ f(r) so that the 8 rows an ldmatrix reads at
 // one chunk hit 8 different 16-byte bank groups of the 128-byte bank row.
 template <u32 kRowChunks>
 MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
@@ -150,6 +156,21 @@ MOEJIT_DEVICE void mma_e4m3_block_scaled(u32 w, float (&d)[4], const u32 (&a)[4]
   }
 }
 
+// A block-scaled e2m1 mma (kind::mxf4, k64) of n8 tile w of a packed strip (S::kAct4): the
+// scale words hold two E8M0 bytes (k 0..31, 32..63) per row or column at bytes 0-1 and 2-3;
+// the A pair (0 or 1) is the k64 step's half of its lane's word, the B pair w % 2 (tiles 0 and
+// 1 share one word, 2 and 3 the other). Lanes 4g / 4g + 1 give rows g / g + 8; lane 4g column g.
+MOEJIT_DEVICE void mma_e2m1_block_scaled(u32 a_pair, u32 b_pair, float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
+                                         const float (&c)[4], u32 scale_a, u32 scale_b) {
+  using namespace moejit::prim;
+  switch (2 * a_pair + b_pair) {
+    case 0: mma_m16n8k64_e2m1_block_scale<0, 0, 0, 0>(d, a, b, c, scale_a, scale_b); break;
+    case 1: mma_m16n8k64_e2m1_block_scale<0, 0, 2, 0>(d, a, b, c, scale_a, scale_b); break;
+    case 2: mma_m16n8k64_e2m1_block_scale<2, 0, 0, 0>(d, a, b, c, scale_a, scale_b); break;
+    default: mma_m16n8k64_e2m1_block_scale<2, 0, 2, 0>(d, a, b, c, scale_a, scale_b); break;
+  }
+}
+
 // f32 values of two 16-bit scales packed in a word (low half first).
 template <class Spec>
 MOEJIT_DEVICE void unpack_scale_pair(u32 bits, float& lo, float& hi) {
@@ -194,7 +215,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   constexpr bool kActScaleAtEnd = S::kAct8 && !kActScaleInRuns;
   const i64* a_offset = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
   const i64* c_row = a_offset + BM;                                                         // -1: not written
-  const i32* a_scale_row = reinterpret_cast<const i32*>(c_row + BM);  // e4m3: row of a_scales (-1: none)
+  const i32* a_scale_row = reinterpret_cast<const i32*>(c_row + BM);  // e4m3 / e2m1: row of a_scales (-1: none)
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id();
   const u32 warp_m = warp / S::kWarpsN, warp_n = warp % S::kWarpsN;
@@ -225,7 +246,9 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     b_bytes[i] = !S::kPartialN || work.n0 / 32 + b_strip_of(i) < S::N / 32 ? 16u : 0u;
 
   // A: chunk c = tid + i * T is row c / kARowChunks, 16-byte chunk c % kARowChunks of that row.
-  constexpr u32 kActBytes = S::kActBytes, kARowChunks = S::kARowChunks;
+  // Offsets count elements (lda's unit); kActBits / 8 bytes each, 4-bit ones included (their
+  // offsets are even: lda and every stage start are multiples of 32).
+  constexpr u32 kActBits = S::kActBits, kARowChunks = S::kARowChunks;
   const unsigned char* a_src[S::kAPerThread];
   u32 a_dst[S::kAPerThread];
   bool a_valid[S::kAPerThread];
@@ -236,8 +259,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     // epilogue and the split-K reduction skip those rows.
     a_valid[i] = off >= 0;
     a_src[i] = static_cast<const unsigned char*>(p.a) +
-               (max_of<i64>(off, 0) + static_cast<i64>(work.stage_begin) * BK + chunk * (16 / kActBytes)) * kActBytes;
-    a_dst[i] = r * BK * kActBytes + swizzle_chunk<kARowChunks>(r, chunk) * 16;
+               (max_of<i64>(off, 0) + static_cast<i64>(work.stage_begin) * BK + chunk * (128 / kActBits)) * kActBits / 8;
+    a_dst[i] = r * S::kARowBytes + swizzle_chunk<kARowChunks>(r, chunk) * 16;
   }
 
   // Scales and zero points: thread tid < chunks copies chunk tid of the stage's rows.
@@ -261,7 +284,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   auto load_activations = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
     for (u32 j = 0; j < S::kAPerThread; ++j)
-      if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * (BK * kActBytes));
+      if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * S::kARowBytes);
   };
   auto load_weights = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
@@ -317,7 +340,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       for (u32 h = 0; h < 2; ++h) {
         const i32 row = a_scale_row[warp_m * S::WM + mt * 16 + g + 8 * h];
         const i64 at = S::kActScaleBlock ? static_cast<i64>(row) * p.a_scale_ld + k0 / 128 : row;
-        float x = row >= 0 ? p.a_scales[at] : 0.0f;
+        float x = row >= 0 ? static_cast<const float*>(p.a_scales)[at] : 0.0f;
         if constexpr (S::kBlockScaleMma) {
           const u32 bits = twin::f32_bits(x);
           byte[h] = (bits >> 23) & 0xffu;
@@ -529,6 +552,68 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     }
   };
 
+  // e2m1 activations (S::kAct4): each k64 step is one block-scaled mma per m16 x n8 tile, the
+  // scales of both operands applied by it, summed straight into the accumulators.
+  // A scales: lane 4g gives row g's two E8M0 bytes of a k64 step and lane 4g + 1 row g + 8's;
+  // a stage's bytes of a row are consecutive in a_scales (BK / 32 of them, 16-byte aligned
+  // rows), so one load per m16 tile gives every step of the stage: step s is the pair s % 2 of
+  // word s / 2. They are read one stage ahead, in registers, so their latency hides behind a
+  // stage of mma's. B scales: the strip's two scale rows of the step, bytes paired by a PRMT
+  // (tile w's k-block 0 and 1 side by side).
+  constexpr u32 kAScaleWords = S::kAct4 ? (BK >= 128 ? BK / 128 : 1) : 1;
+  [[maybe_unused]] u32 a_mx_scales[S::kMTiles][kAScaleWords] = {};
+  auto load_a_mx_scales = [&](u32 i) {
+    const u32 k_block0 = (work.stage_begin + i) * (BK / 32);
+    for (u32 mt = 0; mt < S::kMTiles; ++mt) {
+      const i32 row = a_scale_row[warp_m * S::WM + mt * 16 + g + 8 * (t % 2)];
+      const u8* at = static_cast<const u8*>(p.a_scales) + static_cast<i64>(max_of(row, 0)) * p.a_scale_ld + k_block0;
+      for (u32 w = 0; w < kAScaleWords; ++w) {
+        if constexpr (BK == 64) a_mx_scales[mt][w] = row >= 0 ? *reinterpret_cast<const u16*>(at) : 0u;
+        else a_mx_scales[mt][w] = row >= 0 ? reinterpret_cast<const u32*>(at)[w] : 0u;
+      }
+    }
+  };
+  auto compute_stage_mxf4 = [&](u32 slot, u32 i) {
+    const unsigned char* stage = smem + slot * S::kStageBytes;
+    const unsigned char* b_stage = stage + S::kABytes;
+    const unsigned char* s_stage = b_stage + S::kBBytes;
+    u32 a_scales_now[S::kMTiles][kAScaleWords];
+    for (u32 mt = 0; mt < S::kMTiles; ++mt)
+      for (u32 w = 0; w < kAScaleWords; ++w) a_scales_now[mt][w] = a_mx_scales[mt][w];
+    if (i + 1 < stages) load_a_mx_scales(i + 1);
+    MOEJIT_UNROLL
+    for (u32 step = 0; step < BK / 64; ++step) {
+      u32 b[S::kN8][2];
+      u32 scale_b[S::kN32][2];  // tiles 0-1, 2-3 of each strip
+      for (u32 s32 = 0; s32 < S::kN32; ++s32) {
+        const u32 strip = warp_n * S::kN32 + s32;
+        const u32x4 lo = ld_shared_v4(b_stage + (strip * S::kK32 + 2 * step) * kTileBytes + lane * 16);
+        const u32x4 hi = ld_shared_v4(b_stage + (strip * S::kK32 + 2 * step + 1) * kTileBytes + lane * 16);
+        const u32 first[4] = {lo.x, lo.y, lo.z, lo.w}, second[4] = {hi.x, hi.y, hi.z, hi.w};
+        for (u32 w = 0; w < 4; ++w) {
+          b[s32 * 4 + w][0] = first[w];
+          b[s32 * 4 + w][1] = second[w];
+        }
+        const u32 s0 = ld_shared_u32(s_stage + (2 * step) * BN + strip * 32 + 4 * g);
+        const u32 s1 = ld_shared_u32(s_stage + (2 * step + 1) * BN + strip * 32 + 4 * g);
+        scale_b[s32][0] = prmt(s0, s1, 0x5140u);
+        scale_b[s32][1] = prmt(s0, s1, 0x7362u);
+      }
+      for (u32 mt = 0; mt < S::kMTiles; ++mt) {
+        const u32 q = lane / 8;
+        const u32 row = warp_m * S::WM + mt * 16 + lane % 8 + 8 * (q % 2);
+        const u32 chunk = 2 * step + q / 2;
+        u32 a[4];
+        ldmatrix_x4(a, stage + row * S::kARowBytes + swizzle_chunk<S::kARowChunks>(row, chunk) * 16);
+        for (u32 j = 0; j < S::kN8; ++j) {
+          const u32 bj[2] = {b[j][0], b[j][1]};
+          mma_e2m1_block_scaled(step % 2, j % 2, acc[mt][j], a, bj, acc[mt][j], a_scales_now[mt][step / 2],
+                                scale_b[j / 4][(j % 4) / 2]);
+        }
+      }
+    }
+  };
+
   // ---- Pipeline: kStages - 1 stages in flight ahead of the one being computed ----
   // With the dependency pending, the prologue's weights go first (into the first commit group,
   // which stage 0 waits for anyway) and the activations after the wait.
@@ -547,6 +632,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // Activation scales come from the kernel ahead too (the fused layer's quantization): read
   // after the prologue, which waited for it.
   if constexpr (S::kAct8 && !S::kActScaleBlock) load_a_block_scales(0);  // per token: one value per row
+  if constexpr (S::kAct4)
+    if (stages > 0) load_a_mx_scales(0);
   // Slots rotate: stage i computes in slot i % kStages while stage i + kStages - 1 loads into
   // the slot before it (kept as counters: a modulo by 6 costs a multiply-high every stage).
   u32 compute_slot = 0, load_slot = S::kStages - 1;
@@ -559,7 +646,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       load_weights(load_slot, next);
     }
     cp_async_commit();
-    compute_stage(compute_slot, i);
+    if constexpr (S::kAct4) compute_stage_mxf4(compute_slot, i);
+    else compute_stage(compute_slot, i);
     load_slot = compute_slot;
     compute_slot = compute_slot + 1 == S::kStages ? 0 : compute_slot + 1;
   }
@@ -677,10 +765,10 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   unsigned char* smem = dynamic_shared();
   i64* a_offset = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
   i64* c_row = a_offset + BM;                                                   // -1: not written
-  i32* a_scale_row = reinterpret_cast<i32*>(c_row + BM);                        // e4m3 only
+  i32* a_scale_row = reinterpret_cast<i32*>(c_row + BM);                        // e4m3 / e2m1 only
   // The row of a_scales of A row `a_row` (-1: no row).
   auto set_scale_row = [&](u32 r, i64 a_row) {
-    if constexpr (S::kAct8) a_scale_row[r] = static_cast<i32>(a_row);
+    if constexpr (S::kQuantizedAct) a_scale_row[r] = static_cast<i32>(a_row);
   };
 
   const u32 tid = thread_x(), lane = lane_id();

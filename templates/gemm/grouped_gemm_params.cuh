@@ -82,6 +82,7 @@ constexpr u32 e2m1_word_bit(u32 e, u32 b) {
 enum class PackedOrder : u32 {
   a16 = 0,  // for bf16 / f16 activations: mma.m16n8k16's fragments (above)
   a8 = 1,   // for e4m3 activations: mma.m16n8k32's fragments
+  a4 = 2,   // for e2m1 activations (MXFP4 weights only): mma.m16n8k64's fragments (below)
 };
 
 constexpr u32 packed8_k_of_element(u32 lane, u32 e) { return 16 * (e / 4) + 4 * (lane % 4) + e % 4; }
@@ -100,11 +101,22 @@ constexpr u32 a8_word_bit(bool mxfp4, u32 e, u32 b) {
   return 8 * (e % 4) + (mxfp4 ? e2m1_a8_byte_bit(e, b) : 4 * (e / 4) + b);
 }
 
-// The k offset and word bit of element e for a lane, in either order.
+// ---- The 4-bit-activation order (MXFP4 weights used with e2m1 activations) -----------------
+// Same tiles, tile order, columns and scales again. mma.m16n8k64 (kind::mxf4) gives lane L of the
+// B fragment column g = L / 4 and, in register r nibble j, k offset 32 r + 8 t + j; a 32-k tile
+// holds half of that k range, so word w of lane L holds column 32 nt + 8 w + L / 4 and the codes
+// of k offsets 8 t .. 8 t + 7 in nibble order: register 0 of a k64 step is the word of its
+// first tile, register 1 the word of its second, used as they lie.
+constexpr u32 packed4_k_of_element(u32 lane, u32 e) { return 8 * (lane % 4) + e; }
+
+// The k offset and word bit of element e for a lane, in any order.
 constexpr u32 packed_k_of(PackedOrder order, u32 lane, u32 e) {
-  return order == PackedOrder::a8 ? packed8_k_of_element(lane, e) : packed_k_of_element(lane, e);
+  return order == PackedOrder::a4   ? packed4_k_of_element(lane, e)
+         : order == PackedOrder::a8 ? packed8_k_of_element(lane, e)
+                                    : packed_k_of_element(lane, e);
 }
 constexpr u32 packed_word_bit(PackedOrder order, bool mxfp4, u32 e, u32 b) {
+  if (order == PackedOrder::a4) return 4 * e + b;
   if (order == PackedOrder::a8) return a8_word_bit(mxfp4, e, b);
   return mxfp4 ? e2m1_word_bit(e, b) : 4 * int4_nibble_of_element(e) + b;
 }
@@ -150,18 +162,18 @@ constexpr u32 act_and_mul_column_of(u32 j, u32 half) {
 }
 
 // Shared memory of one pipeline stage and of the whole kernel, in bytes. The stage holds the A
-// tile (bm x bk, act_bytes each: 2 for bf16/f16, 1 for e4m3), the packed B tiles (bn x bk / 2),
-// the scale rows the stage's k range touches (bn each) and, for int4_asym, as many zero-point
-// rows (bn bytes each).
+// tile (bm x bk, act_bits each: 16 for bf16/f16, 8 for e4m3, 4 for e2m1), the packed B tiles
+// (bn x bk / 2), the scale rows the stage's k range touches (bn each) and, for int4_asym, as many
+// zero-point rows (bn bytes each).
 constexpr u32 gemm_scale_rows(u32 bk, u32 group) { return group >= bk ? 1 : bk / group; }
-constexpr u32 gemm_stage_bytes(u32 bm, u32 bn, u32 bk, u32 group, u32 scale_bytes, bool zeros, u32 act_bytes = 2) {
-  return bm * bk * act_bytes + bn * bk / 2 + gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0));
+constexpr u32 gemm_stage_bytes(u32 bm, u32 bn, u32 bk, u32 group, u32 scale_bytes, bool zeros, u32 act_bits = 16) {
+  return bm * bk * act_bits / 8 + bn * bk / 2 + gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0));
 }
-// Plus the per-row A offsets and C rows (8 bytes each) of the block's bm rows and, for e4m3
-// activations, the rows of their scales (4 bytes each).
+// Plus the per-row A offsets and C rows (8 bytes each) of the block's bm rows and, for quantized
+// (e4m3, e2m1) activations, the rows of their scales (4 bytes each).
 constexpr u32 gemm_shared_bytes(u32 bm, u32 bn, u32 bk, u32 stages, u32 group, u32 scale_bytes,
-                                bool zeros, u32 act_bytes = 2) {
-  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros, act_bytes) + bm * (act_bytes == 1 ? 20 : 16);
+                                bool zeros, u32 act_bits = 16) {
+  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros, act_bits) + bm * (act_bits < 16 ? 20 : 16);
 }
 
 // ---- Kernel arguments ----------------------------------------------------------------------
@@ -169,9 +181,11 @@ struct GroupedGemmParams {
   // A: activations (act dtype), row-major, `lda` elements between rows, 16-byte aligned rows.
   const void* a;
   i64 lda;
-  // e4m3 activations: their f32 scales, indexed by A row (the value is e4m3 * scale). act_scale
-  // token: a_scales[row]; block128: a_scales[row * a_scale_ld + k / 128].
-  const float* a_scales;
+  // Quantized activations' scales, indexed by A row. e4m3: f32 (the value is e4m3 * scale),
+  // act_scale token: a_scales[row]; block128: a_scales[row * a_scale_ld + k / 128]. e2m1: E8M0
+  // bytes (the value is e2m1 * 2^(byte - 127)), block32: a_scales[row * a_scale_ld + k / 32],
+  // rows 16-byte aligned (a_scale_ld a multiple of 16).
+  const void* a_scales;
   i64 a_scale_ld;
   // B: packed weights, scales ([E][K/group][N], scale dtype) and, for int4_asym, zero points.
   const u8* b;

@@ -1,9 +1,9 @@
 #pragma once
-// FP8 activation quantization (recipe in moe/quantize_params.cuh). One block per row; each
-// thread holds the row's values it converts (8 consecutive columns per vector, the row's
-// vectors dealt round-robin over the block's threads) in registers, so the row is read once.
-// block128: a 128-column group is 16 neighbouring lanes' vectors, reduced with shuffles.
-// token: the warps' maxima meet in shared memory.
+// Activation quantization to e4m3 or e2m1 (recipes in moe/quantize_params.cuh). One block per
+// row; each thread holds the row's values it converts (8 consecutive columns per vector, the
+// row's vectors dealt round-robin over the block's threads) in registers, so the row is read
+// once. block128 / block32: a group is 16 / 4 neighbouring lanes' vectors, reduced with
+// shuffles. token: the warps' maxima meet in shared memory.
 //
 // Spec (generated): act (input dtype), act_scale, n (row length), warps.
 
@@ -30,7 +30,40 @@ MOEJIT_DEVICE float group_amax(float v) {
   return v;
 }
 
+// Whether any of the `kLanes` neighbouring lanes' flags is set.
+template <u32 kLanes>
+MOEJIT_DEVICE u32 group_any(u32 flag) {
+  for (u32 m = kLanes / 2; m > 0; m /= 2) flag |= prim::shfl_xor(flag, m);
+  return flag;
+}
+
 MOEJIT_DEVICE float quantization_scale(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
+
+// e2m1 (block32): each 4 lanes' 32 columns share one E8M0 scale; 8 codes per vector, one word.
+template <class Spec>
+MOEJIT_DEVICE void quantize_row_e2m1(const float (&v)[8], u32 col, u32 valid, unsigned char* out, u8* scales) {
+  using namespace moejit::prim;
+  u32 amax = 0, nonfinite = 0;  // f32 bits of |x|: for finite values their order is the values'
+  if (valid)
+    for (u32 j = 0; j < 8; ++j) {
+      const u32 bits = twin::f32_bits(v[j]) & 0x7fffffffu;
+      amax = bits > amax ? bits : amax;
+      nonfinite |= bits >= 0x7f800000u ? 1u : 0u;
+    }
+  for (u32 m = 2; m > 0; m /= 2) {
+    const u32 other = shfl_xor(amax, m);
+    amax = other > amax ? other : amax;
+  }
+  const u32 byte = group_any<4>(nonfinite) ? 0xffu : e2m1_block_scale_byte(amax);
+  if (!valid) return;
+  if (col % 32 == 0) scales[col / 32] = static_cast<u8>(byte);
+  // 1 / scale = 2^(127 - byte) (byte <= 253 for finite blocks): exact; a NaN block's codes
+  // are whatever they come out as, its scale says NaN.
+  const float inverse = twin::f32_from_bits((254u - min_of(byte, 254u)) << 23);
+  u32 word = 0;
+  for (u32 j = 0; j < 8; ++j) word |= twin::f32_to_e2m1(v[j] * inverse) << (4 * j);
+  *reinterpret_cast<u32*>(out + col / 2) = word;
+}
 
 template <class Spec>
 MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) act_quantize_kernel(ActQuantizeParams p) {
@@ -42,8 +75,10 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) act_quantize_kernel(Ac
   constexpr u32 kPerPass = kThreads * 8;
   constexpr u32 kVectors = (Spec::n + kPerPass - 1) / kPerPass;
   constexpr bool kBlock = Spec::act_scale == kernel_enum::act_scale_block128;
+  constexpr bool kE2m1 = Spec::act_scale == kernel_enum::act_scale_block32;
   constexpr u32 kInBytes = Spec::act == kernel_enum::f32 ? 4 : 2;
   static_assert(!kBlock || Spec::n % 128 == 0, "block128 scales need whole 128-column groups");
+  static_assert(!kE2m1 || Spec::n % 32 == 0, "block32 scales need whole 32-column blocks");
   const u32 row = block_x();
   if (static_cast<i32>(row) >= p.rows) return;
   const unsigned char* in = static_cast<const unsigned char*>(p.in) + static_cast<i64>(row) * p.ld_in * kInBytes;
@@ -59,6 +94,16 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) act_quantize_kernel(Ac
       for (u32 j = 0; j < 8; ++j) amax[i] = max_of(amax[i], abs_of(v[i][j]));
     }
   }
+  if constexpr (kE2m1) {
+    // 4 lanes x 8 columns = one block; kPerPass is a multiple of 32, so blocks never straddle
+    // passes, and every lane takes part in the shuffles.
+    u8* scales = static_cast<u8*>(p.scales) + static_cast<i64>(row) * p.scale_ld;
+    for (u32 i = 0; i < kVectors; ++i) {
+      const u32 col = (i * kThreads + thread_x()) * 8;
+      quantize_row_e2m1<Spec>(v[i], col, col < Spec::n ? 1u : 0u, out, scales);
+    }
+    return;
+  }
   float scale[kVectors];
   if constexpr (kBlock) {
     // 16 lanes x 8 columns = one group; kPerPass is a multiple of 128, so a group never spans
@@ -66,7 +111,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) act_quantize_kernel(Ac
     for (u32 i = 0; i < kVectors; ++i) {
       scale[i] = quantization_scale(group_amax<16>(amax[i]));
       const u32 col = (i * kThreads + thread_x()) * 8;
-      if (col < Spec::n && col % 128 == 0) p.scales[static_cast<i64>(row) * p.scale_ld + col / 128] = scale[i];
+      if (col < Spec::n && col % 128 == 0) static_cast<float*>(p.scales)[static_cast<i64>(row) * p.scale_ld + col / 128] = scale[i];
     }
   } else {
     float m = 0.0f;
@@ -77,7 +122,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) act_quantize_kernel(Ac
     block_sync();
     for (u32 w = 0; w < Spec::warps; ++w) m = max_of(m, warp_max[w]);
     for (u32 i = 0; i < kVectors; ++i) scale[i] = quantization_scale(m);
-    if (thread_x() == 0) p.scales[row] = scale[0];
+    if (thread_x() == 0) static_cast<float*>(p.scales)[row] = scale[0];
   }
   for (u32 i = 0; i < kVectors; ++i) {
     const u32 col = (i * kThreads + thread_x()) * 8;
