@@ -184,6 +184,42 @@ inline double contiguous_error(const quant::QuantizedWeights& weights, const std
   return quant::relative_frobenius_error(got, want->c, weights.n, want->written);
 }
 
+// Top-2 routing of `tokens` tokens over `experts` experts: two different experts per token, at
+// weights 0.7 and 0.3.
+struct Top2Routing {
+  std::vector<i32> ids;
+  std::vector<float> weights;
+};
+inline Top2Routing top2_routing(std::mt19937& rng, std::int32_t tokens, std::uint32_t experts) {
+  Top2Routing r;
+  r.ids.resize(static_cast<std::size_t>(tokens) * 2);
+  r.weights.resize(r.ids.size());
+  for (std::int32_t t = 0; t < tokens; ++t) {
+    r.ids[2 * t] = static_cast<i32>(rng() % experts);
+    r.ids[2 * t + 1] = static_cast<i32>((r.ids[2 * t] + 1 + rng() % (experts - 1)) % experts);
+    r.weights[2 * t] = 0.7f;
+    r.weights[2 * t + 1] = 0.3f;
+  }
+  return r;
+}
+
+// The arguments of a fused layer over packed w13 / w2 on `hidden` (16-bit by default) with that
+// routing, writing `output`; no workspace yet.
+inline moejit_fused_moe_args_t fused_args(const Packed& w13, const Packed& w2, std::int32_t tokens,
+                                          const Top2Routing& routing, const void* hidden, void* output) {
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = &w13.w;
+  a.w2 = &w2.w;
+  a.tokens = tokens;
+  a.topk = 2;
+  a.hidden = hidden;
+  a.topk_ids = routing.ids.data();
+  a.topk_weights = routing.weights.data();
+  a.output = output;
+  return a;
+}
+
 // The relative error of a fused SiLU layer's bf16 output against fp64 of its unquantized
 // inputs: hidden `x` [T, H], w13 [E, 2I, H] and w2 [E, H, I] (logical), routing ids/weights.
 inline double fused_layer_error(const Buffer& out, const std::vector<float>& x, const VllmWeights& w13,

@@ -165,25 +165,9 @@ TEST_CASE("C ABI: the fused layer runs W4A4 on bf16 hidden states it quantizes, 
   Buffer hidden4(q.packed.size()), hidden_scales(q.scales.size());
   std::memcpy(hidden4.data, q.packed.data(), q.packed.size());
   std::memcpy(hidden_scales.data, q.scales.data(), q.scales.size());
-  std::vector<i32> ids(T * topk);
-  std::vector<float> tw(ids.size());
-  for (std::int32_t t = 0; t < T; ++t) {
-    ids[t * topk] = static_cast<i32>(rng() % E);
-    ids[t * topk + 1] = static_cast<i32>((ids[t * topk] + 1 + rng() % (E - 1)) % E);
-    tw[t * topk] = 0.6f;
-    tw[t * topk + 1] = 0.4f;
-  }
+  const Top2Routing routing = top2_routing(rng, T, E);
   Buffer out16(T * H * 2), out4(T * H * 2);
-  moejit_fused_moe_args_t a;
-  moejit_fused_moe_args_init(&a);
-  a.w13 = &p13->w;
-  a.w2 = &p2->w;
-  a.tokens = T;
-  a.topk = topk;
-  a.hidden = hidden.data;
-  a.topk_ids = ids.data();
-  a.topk_weights = tw.data();
-  a.output = out16.data;
+  moejit_fused_moe_args_t a = fused_args(*p13, *p2, T, routing, hidden.data, out16.data);
   a.act_scale = MOEJIT_ACT_SCALE_BLOCK32;
   std::uint64_t bytes = 0;
   REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, std::string(moejit_last_error()));
@@ -201,7 +185,7 @@ TEST_CASE("C ABI: the fused layer runs W4A4 on bf16 hidden states it quantizes, 
   CHECK(std::memcmp(out16.data, out4.data, out16.size) == 0);
 
   // Against fp64 of the unquantized inputs: MXFP4's cost end to end.
-  const double err = fused_layer_error(out16, x, w13, w2, ids, tw, topk);
+  const double err = fused_layer_error(out16, x, w13, w2, routing.ids, routing.weights, topk);
   MESSAGE("W4A4 fused layer through the C ABI: relative error " << err << " end to end");
   CHECK(err < 0.3);
 

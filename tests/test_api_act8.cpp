@@ -211,25 +211,9 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   const fp8::Quantized q = fp8::quantize(x, T, H, true);
   Buffer hidden8(T * H);
   std::memcpy(hidden8.data, q.codes.data(), q.codes.size());
-  std::vector<i32> ids(T * topk);
-  std::vector<float> tw(ids.size());
-  for (std::int32_t t = 0; t < T; ++t) {
-    ids[t * topk] = static_cast<i32>(rng() % E);
-    ids[t * topk + 1] = static_cast<i32>((ids[t * topk] + 1 + rng() % (E - 1)) % E);
-    tw[t * topk] = 0.7f;
-    tw[t * topk + 1] = 0.3f;
-  }
+  const Top2Routing routing = top2_routing(rng, T, E);
   Buffer out16(T * H * 2), out8(T * H * 2);
-  moejit_fused_moe_args_t a;
-  moejit_fused_moe_args_init(&a);
-  a.w13 = &p13->w;
-  a.w2 = &p2->w;
-  a.tokens = T;
-  a.topk = topk;
-  a.hidden = hidden.data;
-  a.topk_ids = ids.data();
-  a.topk_weights = tw.data();
-  a.output = out16.data;
+  moejit_fused_moe_args_t a = fused_args(*p13, *p2, T, routing, hidden.data, out16.data);
   a.act_scale = MOEJIT_ACT_SCALE_BLOCK128;
   std::uint64_t bytes = 0;
   REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, std::string(moejit_last_error()));
@@ -248,7 +232,7 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   CHECK(std::memcmp(out16.data, out8.data, out16.size) == 0);
 
   // The output is the layer: against fp64 of the unquantized inputs, FP8's few percent.
-  const double err = fused_layer_error(out16, x, w13, w2, ids, tw, topk);
+  const double err = fused_layer_error(out16, x, w13, w2, routing.ids, routing.weights, topk);
   MESSAGE("W4A8 fused layer through the C ABI, block128 scales: relative error " << err << " end to end");
   CHECK(err < 0.1);
 
