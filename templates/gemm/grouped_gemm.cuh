@@ -1,7 +1,8 @@
 #pragma once
 // Grouped GEMM for MoE with 4-bit weights on the mma.sync path (sm_80 ... sm_121a):
-// C = epilogue(A * W_e^T), A in bf16/f16 (mma.m16n8k16) or e4m3 with f32 scales per token or per
-// 128 k (mma.m16n8k32, sm_89+), W_e MXFP4 or INT4 in moejit's packed layout, in the fragment
+// C = epilogue(A * W_e^T), A in bf16/f16 (mma.m16n8k16), e4m3 with f32 scales per token or per
+// 128 k (mma.m16n8k32, sm_89+), or e2m1 with E8M0 scales per 32 k (block-scaled mma.m16n8k64,
+// sm_120a / sm_121a, MXFP4 weights), W_e MXFP4 or INT4 in moejit's packed layout, in the fragment
 // order of its activation width (gemm/grouped_gemm_params.cuh, templates/README.md).
 //
 // One block computes a BM x BN tile of C for one expert over a range of whole k stages (its
