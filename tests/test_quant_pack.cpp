@@ -110,8 +110,18 @@ u32 element_k(PackedOrder order, u32 lane, u32 el) {
 }
 
 constexpr PackedOrder kOrders[] = {PackedOrder::a16, PackedOrder::a8, PackedOrder::a4};
-// a4 exists for MXFP4 weights only (e2m1 x e2m1 mma's).
-bool order_applies(WeightFormat f, PackedOrder order) { return order != PackedOrder::a4 || f == WeightFormat::mxfp4; }
+// a4 exists for MXFP4 weights only (e2m1 x e2m1 mma's), K a multiple of 64.
+bool order_applies(WeightFormat f, PackedOrder order, u32 k) {
+  return order != PackedOrder::a4 || (f == WeightFormat::mxfp4 && k % 64 == 0);
+}
+
+// Where the word of n8 tile w of 32-k tile kt lies (templates/README.md, written out): in its
+// own tile and slot, except for a4, which stores a 64-k pair's words side by side: tile
+// 2 (kt / 2) + w / 2, slot 2 (w % 2) + kt % 2.
+std::pair<u32, u32> word_tile_and_slot(PackedOrder order, u32 kt, u32 w) {
+  if (order != PackedOrder::a4) return {kt, w};
+  return {kt - kt % 2 + w / 2, 2 * (w % 2) + kt % 2};
+}
 
 // Where the scale of (expert e, group g, packed column c) sits: [E][K/G][N], each 32-column
 // strip permuted so that column 8w + i of the strip is at position 4i + w.
@@ -144,7 +154,7 @@ TEST_CASE("every packer output round-trips through the unpacker") {
   for (const auto& fc : every_format(K)) {
     for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved})
     for (PackedOrder order : kOrders) {
-      if (!order_applies(fc.format, order)) continue;
+      if (!order_applies(fc.format, order, K)) continue;
       CAPTURE(static_cast<int>(fc.format));
       CAPTURE(fc.group);
       CAPTURE(static_cast<int>(fc.dtype));
@@ -176,11 +186,14 @@ TEST_CASE("every packer output round-trips through the unpacker") {
 TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w + L/4, k = 32kt + its fragment k") {
   Rng rng;
   MOEJIT_QUANT_SEED(rng);
-  const u32 E = 2, N = 96, K = 160;
+  // K = 160 (an odd count of 32-k tiles) for every order but a4, which needs pairs: K = 192.
+  for (const u32 K : {160u, 192u})
   for (const auto& fc : every_format(K)) {
+    const u32 E = 2, N = 96;
     for (RowOrder rows : {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved})
     for (PackedOrder order : kOrders) {
-      if (!order_applies(fc.format, order)) continue;
+      if (!order_applies(fc.format, order, K) || (K == 192) != (order == PackedOrder::a4)) continue;
+      CAPTURE(K);
       CAPTURE(static_cast<int>(fc.format));
       CAPTURE(fc.group);
       CAPTURE(static_cast<int>(order));
@@ -192,12 +205,13 @@ TEST_CASE("element e of word w of lane L in tile (nt, kt) holds column 32nt + 8w
       for (int trial = 0; trial < 6; ++trial) {
         const u32 e = rng.uniform_int(0, E - 1), nt = rng.uniform_int(0, N / 32 - 1),
                   kt = rng.uniform_int(0, K / 32 - 1);
-        // Tile (nt, kt) of expert e at e * N*K/2 + (nt * K/32 + kt) * 512, written out.
-        const u64 tile = static_cast<u64>(e) * N * K / 2 + (static_cast<u64>(nt) * (K / 32) + kt) * 512;
         for (u32 lane = 0; lane < 32; ++lane)
           for (u32 word = 0; word < 4; ++word) {
+            // Tile (nt, kt') of expert e at e * N*K/2 + (nt * K/32 + kt') * 512, written out.
+            const auto [stored_kt, slot] = word_tile_and_slot(order, kt, word);
+            const u64 tile = static_cast<u64>(e) * N * K / 2 + (static_cast<u64>(nt) * (K / 32) + stored_kt) * 512;
             u32 bits;
-            std::memcpy(&bits, &packed->qweight[tile + 16 * lane + 4 * word], 4);
+            std::memcpy(&bits, &packed->qweight[tile + 16 * lane + 4 * slot], 4);
             const u32 column = 32 * nt + 8 * word + lane / 4;
             const u32 row = source_row_of_column(column, N, rows);
             for (u32 el = 0; el < 8; ++el) {
@@ -352,6 +366,11 @@ TEST_CASE("packers check their arguments first") {
   w = random_logical(rng, WeightFormat::int4_sym, 32, DType::f16, 2, 64, 64);
   check_error(pack(w, {.order = PackedOrder::a4}).status(), Code::invalid_argument,
               {"order a4", "int4_sym", "expected mxfp4"});
+  {
+    QuantizedWeights odd = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, 2, 64, 96);
+    check_error(pack(odd, {.order = PackedOrder::a4}).status(), Code::invalid_argument,
+                {"K = 96 with order a4", "multiple of 64"});
+  }
   w.codes.pop_back();
   check_error(pack(w).status(), Code::invalid_argument, {"codes has 8191 elements", "8192"});
   w = random_logical(rng, WeightFormat::int4_sym, 32, DType::f16, 2, 64, 64);

@@ -44,6 +44,10 @@ Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder ord
     return error(Code::invalid_argument,
                  "order a4 (e2m1 activations) with {} weights: expected mxfp4 (the mma takes e2m1 x e2m1)",
                  to_string(shape.format));
+  if (order == PackedOrder::a4 && shape.k % 64 != 0)
+    return error(Code::invalid_argument,
+                 "K = {} with order a4 (e2m1 activations): expected a multiple of 64 (its tiles pair up per 64 k)",
+                 shape.k);
   return ok_status();
 }
 
@@ -98,9 +102,10 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
 
   for (u32 nt = 0; nt < s.n / kTileN; ++nt) {
     for (u32 kt = 0; kt < s.k / kTileK; ++kt) {
-      u8* tile = out.qweight.data() + packed_tile_offset(e, s.n, s.k, nt, kt);
       for (u32 lane = 0; lane < 32; ++lane) {
         for (u32 w = 0; w < 4; ++w) {
+          const WordPlace place = packed_word_place(out.order, kt, w);
+          u8* tile = out.qweight.data() + packed_tile_offset(e, s.n, s.k, nt, place.kt);
           const u32 column = kTileN * nt + 8 * w + lane / 4;
           const u8* src = v.codes + static_cast<u64>(row_of_column[column]) * s.k + kTileK * kt;
           u32 word = 0;
@@ -108,7 +113,7 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
             const u32 code = src[k_of[lane][el]] & 0xF;
             for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << bit_of[el][b];
           }
-          std::memcpy(tile + 16 * lane + 4 * w, &word, 4);
+          std::memcpy(tile + 16 * lane + 4 * place.slot, &word, 4);
         }
       }
     }

@@ -13,7 +13,7 @@ namespace moejit::quant {
 Result<QuantizedWeights> unpack(const PackedWeights& packed, RowOrder rows) {
   const detail::WeightShape shape{packed.format,  packed.group_size, packed.scale_dtype,
                                   packed.experts, packed.n,          packed.k};
-  MOEJIT_TRY(detail::check_pack_shape(shape, rows));
+  MOEJIT_TRY(detail::check_pack_shape(shape, rows, packed.order));
   if (packed.act_and_mul != (rows != RowOrder::plain))
     return error(Code::invalid_argument, "rows = {} for {} weights: expected {}", row_order_name(rows),
                  packed.act_and_mul ? "act-and-mul" : "ordinary",
@@ -54,8 +54,9 @@ Result<QuantizedWeights> unpack(const PackedWeights& packed, RowOrder rows) {
       const u32 nt = column / kTileN, w_index = (column % kTileN) / 8, g = column % 8;
       for (u32 kk = 0; kk < packed.k; ++kk) {
         const u32 kt = kk / kTileK, lane = 4 * g + lane_t_of[kk % kTileK], el = element_of[kk % kTileK];
+        const WordPlace place = packed_word_place(packed.order, kt, w_index);
         u32 word;
-        std::memcpy(&word, &packed.qweight[packed_tile_offset(e, packed.n, packed.k, nt, kt) + 16 * lane + 4 * w_index], 4);
+        std::memcpy(&word, &packed.qweight[packed_tile_offset(e, packed.n, packed.k, nt, place.kt) + 16 * lane + 4 * place.slot], 4);
         u8 code = 0;
         for (u32 b = 0; b < 4; ++b) code |= static_cast<u8>(((word >> code_bit(el, b)) & 1u) << b);
         w.codes[w.code_index(e, row, kk)] = code;

@@ -588,13 +588,18 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       u32 scale_b[S::kN32][2];  // tiles 0-1, 2-3 of each strip
       for (u32 s32 = 0; s32 < S::kN32; ++s32) {
         const u32 strip = warp_n * S::kN32 + s32;
-        const u32x4 lo = ld_shared_v4(b_stage + (strip * S::kK32 + 2 * step) * kTileBytes + lane * 16);
-        const u32x4 hi = ld_shared_v4(b_stage + (strip * S::kK32 + 2 * step + 1) * kTileBytes + lane * 16);
-        const u32 first[4] = {lo.x, lo.y, lo.z, lo.w}, second[4] = {hi.x, hi.y, hi.z, hi.w};
-        for (u32 w = 0; w < 4; ++w) {
-          b[s32 * 4 + w][0] = first[w];
-          b[s32 * 4 + w][1] = second[w];
-        }
+        // The pair's first tile holds n8 tiles 0 and 1 (each k 0..31, then 32..63), its second
+        // tiles 2 and 3 (gemm/grouped_gemm_params.cuh, packed_word_place).
+        const u32x4 w01 = ld_shared_v4(b_stage + (strip * S::kK32 + 2 * step) * kTileBytes + lane * 16);
+        const u32x4 w23 = ld_shared_v4(b_stage + (strip * S::kK32 + 2 * step + 1) * kTileBytes + lane * 16);
+        b[s32 * 4 + 0][0] = w01.x;
+        b[s32 * 4 + 0][1] = w01.y;
+        b[s32 * 4 + 1][0] = w01.z;
+        b[s32 * 4 + 1][1] = w01.w;
+        b[s32 * 4 + 2][0] = w23.x;
+        b[s32 * 4 + 2][1] = w23.y;
+        b[s32 * 4 + 3][0] = w23.z;
+        b[s32 * 4 + 3][1] = w23.w;
         const u32 s0 = ld_shared_u32(s_stage + (2 * step) * BN + strip * 32 + 4 * g);
         const u32 s1 = ld_shared_u32(s_stage + (2 * step + 1) * BN + strip * 32 + 4 * g);
         scale_b[s32][0] = prmt(s0, s1, 0x5140u);

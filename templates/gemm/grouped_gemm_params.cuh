@@ -102,12 +102,25 @@ constexpr u32 a8_word_bit(bool mxfp4, u32 e, u32 b) {
 }
 
 // ---- The 4-bit-activation order (MXFP4 weights used with e2m1 activations) -----------------
-// Same tiles, tile order, columns and scales again. mma.m16n8k64 (kind::mxf4) gives lane L of the
-// B fragment column g = L / 4 and, in register r nibble j, k offset 32 r + 8 t + j; a 32-k tile
-// holds half of that k range, so word w of lane L holds column 32 nt + 8 w + L / 4 and the codes
-// of k offsets 8 t .. 8 t + 7 in nibble order: register 0 of a k64 step is the word of its
-// first tile, register 1 the word of its second, used as they lie.
+// Same tile size, tile order, columns and scales again; K % 64 == 0. mma.m16n8k64 (kind::mxf4)
+// gives lane L of the B fragment column g = L / 4 and, in register r nibble j, k offset
+// 32 r + 8 t + j. The word of n8 tile w and 32-k tile kt holds column 32 nt + 8 w + L / 4 and
+// the codes of k offsets 8 t .. 8 t + 7 of kt in nibble order; the two tiles of a 64-k pair
+// store their words side by side so that a k64 step's two B registers of one n8 tile are
+// adjacent: the word (kt, w) sits in tile 2 (kt / 2) + w / 2, slot 2 (w % 2) + kt % 2
+// (packed_word_place). One 16-byte load of each tile of the pair then gives the step's B
+// fragments of two n8 tiles, as consecutive register pairs.
 constexpr u32 packed4_k_of_element(u32 lane, u32 e) { return 8 * (lane % 4) + e; }
+
+// Where the word of n8 tile w (0..3) of 32-k tile kt lies in a strip: tile and 4-byte slot of
+// the lane's 16 bytes. Every order but a4 keeps it in its own tile and slot.
+struct WordPlace {
+  u32 kt, slot;
+};
+constexpr WordPlace packed_word_place(PackedOrder order, u32 kt, u32 w) {
+  if (order != PackedOrder::a4) return {kt, w};
+  return {2 * (kt / 2) + w / 2, 2 * (w % 2) + kt % 2};
+}
 
 // The k offset and word bit of element e for a lane, in any order.
 constexpr u32 packed_k_of(PackedOrder order, u32 lane, u32 e) {
