@@ -43,16 +43,15 @@ TEST_CASE("C ABI: AUTO falls back to the host only without a driver or device, n
   TempDir dir;
   const std::filesystem::path driver =
       std::filesystem::path(MOEJIT_CLI).parent_path() / "bench" / "overhead" / "libmoejit-null-cuda.so";
+  // (An INFO here would end with the lambda: the checks below print the program's output.)
   auto run = [&](std::map<std::string, std::string> env, bool prepare = false) {
     std::vector<std::string> argv = {MOEJIT_BACKEND_AUTO_PROGRAM, dir / "store"};
     if (prepare) argv.push_back("prepare");
-    const ProcessResult r = run_process(argv, env);
-    INFO("stderr: " << r.err);
-    return r;
+    return run_process(argv, env);
   };
   // No driver at all: the host backend, with a warning that says why.
   ProcessResult r = run({{"MOEJIT_CUDA_LIBRARY", dir / "no-such-libcuda.so"}});
-  CHECK(r.exit_code == 0);
+  CHECK_MESSAGE(r.exit_code == 0, "stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.out.starts_with("backend=host arch=sm_"));
   CHECK(r.err.find("no CUDA driver or device") != std::string::npos);
   if (!std::filesystem::exists(driver)) {
@@ -61,13 +60,13 @@ TEST_CASE("C ABI: AUTO falls back to the host only without a driver or device, n
   }
   // A supported device (the null driver's sm_90): the device backend.
   r = run({{"MOEJIT_CUDA_LIBRARY", driver}});
-  CHECK(r.exit_code == 0);
+  CHECK_MESSAGE(r.exit_code == 0, "stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.out == "backend=device arch=sm_90a\n");
   // moejit_prepare through the device path: every kernel of a layer compiled and loaded (the
   // null driver's cuModuleLoadData accepts the CUBINs; a GPU run is in the device suites).
   if (NvrtcLibrary::get().ok()) {
     r = run({{"MOEJIT_CUDA_LIBRARY", driver}}, true);
-    CHECK(r.exit_code == 0);
+    CHECK_MESSAGE(r.exit_code == 0, "stdout: " << r.out << "\nstderr: " << r.err);
     CHECK(r.out.find("prepared=") != std::string::npos);
     CHECK(r.out.find("prepared=0") == std::string::npos);
   }
@@ -76,7 +75,7 @@ TEST_CASE("C ABI: AUTO falls back to the host only without a driver or device, n
   for (const char* cc : {"7.5", "13.7"}) {
     INFO("compute capability " << std::string(cc));
     r = run({{"MOEJIT_CUDA_LIBRARY", driver}, {"MOEJIT_NULL_CUDA_CC", cc}});
-    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(r.exit_code == 1, "stdout: " << r.out << "\nstderr: " << r.err);
     CHECK(r.out.starts_with("error=unsupported "));
     CHECK(r.out.find(std::string("compute capability ") + cc) != std::string::npos);
   }
