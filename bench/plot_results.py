@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 BASELINES = {
     "cutlass_bf16_grouped": "CUTLASS bf16 grouped",
     "cutlass_int4_grouped": "CUTLASS int4 g128 grouped",
+    "cutlass_int4_fp8_grouped": "CUTLASS int4 g128 x e4m3 grouped",
 }
 
 
@@ -222,7 +223,9 @@ def summary_markdown(doc):
                 continue
             b = c.get("baselines") or {}
             bf16 = b.get("cutlass_bf16_grouped") or {}
-            int4 = b.get("cutlass_int4_grouped") or {}
+            # The int4 column: x bf16 for W4A16 cases, x e4m3 for W4A8 ones (one applies per case).
+            int4 = next((b[k] for k in ("cutlass_int4_grouped", "cutlass_int4_fp8_grouped")
+                         if "median_us" in (b.get(k) or {})), {})
             lines.append(f"| {c['model']} | {c['format']} | {c['projection']} | {c['tokens']} | {c['median_us']:.1f} | "
                          f"{c['fraction_of_floor']:.2f} | {fmt_num(bf16.get('median_us'), '.1f')} | "
                          f"{fmt_num(bf16.get('moejit_speedup'), '.2f')} | {fmt_num(int4.get('median_us'), '.1f')} | "

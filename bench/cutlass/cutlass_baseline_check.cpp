@@ -6,8 +6,9 @@
 // the kernels are sm_90a only).
 //
 // The inputs are chosen so that the kernels' arithmetic is exact up to the final bf16 rounding of
-// D: activations and bf16 weights are multiples of 1/8 in [-1, 1], int4 scales have two
-// significant bits, so every product and fp32 partial sum is exact. Outputs are filled with 0xFF
+// D: activations (bf16 or e4m3) and bf16 weights are multiples of 1/8 in [-1, 1], bf16 int4 scales
+// have two significant bits and e4m3 ones are powers of two (so each value x scale is exact in
+// e4m3 too), so every product and fp32 partial sum is exact. Outputs are filled with 0xFF
 // bytes (bf16 NaN) before each run, so an element the kernel does not write fails. Each plan runs
 // twice: launched directly, then captured in a CUDA graph and the graph launched.
 
@@ -207,6 +208,22 @@ std::vector<float> eighths(std::mt19937_64& rng, std::size_t count) {
   return v;
 }
 
+// e4m3 (bias 7) of a multiple of 1/8 in [-1, 1] or a power of two in [2^-6, 1]: exact.
+std::uint8_t to_e4m3(float f) {
+  if (f == 0) return 0;
+  const std::uint8_t sign = f < 0 ? 0x80 : 0;
+  int e = 0;
+  const float m = std::frexp(std::abs(f), &e);  // f = m 2^e, m in [0.5, 1)
+  const int mantissa = static_cast<int>(m * 16) - 8;  // 3 bits after the leading one
+  return static_cast<std::uint8_t>(sign | ((e - 1 + 7) << 3) | mantissa);
+}
+
+std::vector<std::uint8_t> e4m3_of(const std::vector<float>& v) {
+  std::vector<std::uint8_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_e4m3(v[i]);
+  return out;
+}
+
 std::vector<std::uint16_t> bf16_of(const std::vector<float>& v) {
   std::vector<std::uint16_t> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
@@ -247,32 +264,76 @@ bool check_bf16_grouped(std::mt19937_64& rng, cudaStream_t stream, const std::ve
   return check_plan("bf16_grouped", describe(m, n, k), std::move(r), outputs, stream);
 }
 
-bool check_int4_grouped(std::mt19937_64& rng, cudaStream_t stream, const std::vector<int>& m, int n, int k, int group) {
+// What differs between the two int4 kernels' checks: how scales and activations are encoded,
+// which scales keep the arithmetic exact, and the entry points.
+struct Int4Kernel {
+  const char* name;
+  std::vector<float> scale_values;
+  std::string (*weight_bytes)(const std::int8_t*, int, int, std::vector<std::uint8_t>&);
+  std::string (*scale_bytes)(const std::vector<float>& scales, int n, int k, int group, std::vector<std::uint8_t>& out);
+  std::vector<std::uint8_t> (*act_bytes)(const std::vector<float>&);
+  cb::PlanResult (*prepare)(const cb::GroupedProblem&, int);
+};
+
+template <class T>
+std::vector<std::uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<std::uint8_t> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// int4 x bf16: bf16 scales with two significant bits.
+const Int4Kernel kInt4Bf16 = {
+    "int4_grouped",
+    {1.0f / 16, 1.0f / 32, 3.0f / 64, 3.0f / 128},
+    cb::int4_weight_bytes,
+    [](const std::vector<float>& s, int n, int k, int group, std::vector<std::uint8_t>& out) {
+      std::vector<std::uint16_t> bf16;
+      std::string e = cb::int4_scale_bytes(bf16_of(s).data(), n, k, group, bf16);
+      out = bytes_of(bf16);
+      return e;
+    },
+    [](const std::vector<float>& a) { return bytes_of(bf16_of(a)); },
+    cb::prepare_int4_grouped,
+};
+
+// W4A8: e4m3 activations and e4m3 power-of-two group scales.
+const Int4Kernel kInt4E4m3 = {
+    "int4_fp8_grouped",
+    {1.0f / 4, 1.0f / 8, 1.0f / 16, 1.0f / 32},
+    cb::int4_fp8_weight_bytes,
+    [](const std::vector<float>& s, int n, int k, int group, std::vector<std::uint8_t>& out) {
+      return cb::int4_fp8_scale_bytes(e4m3_of(s).data(), n, k, group, out);
+    },
+    e4m3_of,
+    cb::prepare_int4_fp8_grouped,
+};
+
+bool check_int4_grouped(const Int4Kernel& kernel, std::mt19937_64& rng, cudaStream_t stream, const std::vector<int>& m,
+                        int n, int k, int group) {
   Device dev;
   cb::GroupedProblem p;
   p.n = n;
   p.k = k;
   p.m = m;
   std::vector<Output> outputs;
-  std::uniform_int_distribution<int> q_dist(-8, 7), s_dist(0, 3);
-  const float scale_values[] = {1.0f / 16, 1.0f / 32, 3.0f / 64, 3.0f / 128};  // two significant bits
-  std::string error;
+  std::uniform_int_distribution<int> q_dist(-8, 7);
+  std::uniform_int_distribution<std::size_t> s_dist(0, kernel.scale_values.size() - 1);
   for (int rows : m) {
     const int groups = k / group;
     std::vector<std::int8_t> q(std::size_t(n) * k);
     for (auto& x : q) x = static_cast<std::int8_t>(q_dist(rng));
     std::vector<float> s(std::size_t(n) * groups);
-    for (float& x : s) x = scale_values[s_dist(rng)];
+    for (float& x : s) x = kernel.scale_values[s_dist(rng)];
     std::vector<double> w(q.size());  // dequantized
     for (int j = 0; j < n; ++j)
       for (int c = 0; c < k; ++c)
         w[std::size_t(j) * k + c] = double(q[std::size_t(j) * k + c]) * s[std::size_t(j) * groups + c / group];
-    std::vector<std::uint8_t> w_bytes;
-    std::vector<std::uint16_t> s_bytes;
-    if (auto e = cb::int4_weight_bytes(q.data(), n, k, w_bytes); !e.empty()) dev.fail(e);
-    if (auto e = cb::int4_scale_bytes(bf16_of(s).data(), n, k, group, s_bytes); !e.empty()) dev.fail(e);
+    std::vector<std::uint8_t> w_bytes, s_bytes;
+    if (auto e = kernel.weight_bytes(q.data(), n, k, w_bytes); !e.empty()) dev.fail(e);
+    if (auto e = kernel.scale_bytes(s, n, k, group, s_bytes); !e.empty()) dev.fail(e);
     std::vector<float> a = eighths(rng, std::size_t(rows) * k);
-    p.a.push_back(dev.upload(bf16_of(a)));
+    p.a.push_back(dev.upload(kernel.act_bytes(a)));
     p.w.push_back(dev.upload(w_bytes));
     p.scales.push_back(dev.upload(s_bytes));
     Output o;
@@ -282,8 +343,8 @@ bool check_int4_grouped(std::mt19937_64& rng, cudaStream_t stream, const std::ve
     p.d.push_back(o.device);
     outputs.push_back(std::move(o));
   }
-  cb::PlanResult r = dev.error.empty() ? cb::prepare_int4_grouped(p, group) : cb::PlanResult{nullptr, dev.error};
-  return check_plan("int4_grouped", describe(m, n, k) + ", group = " + std::to_string(group), std::move(r), outputs,
+  cb::PlanResult r = dev.error.empty() ? kernel.prepare(p, group) : cb::PlanResult{nullptr, dev.error};
+  return check_plan(kernel.name, describe(m, n, k) + ", group = " + std::to_string(group), std::move(r), outputs,
                     stream);
 }
 
@@ -351,8 +412,12 @@ int main() {
   pass &= check_bf16_grouped(rng, stream, {1, 7, 33, 130}, 256, 512);
   // The int4 kernel's two tiles: 128 activation rows (largest group > 16) and 16 (all <= 16),
   // the latter with n = 144: a partial 128-row weight tile in the reordered layout.
-  pass &= check_int4_grouped(rng, stream, {1, 7, 33, 130}, 256, 512, 128);
-  pass &= check_int4_grouped(rng, stream, {1, 16, 5, 9}, 144, 384, 128);
+  pass &= check_int4_grouped(kInt4Bf16, rng, stream, {1, 7, 33, 130}, 256, 512, 128);
+  pass &= check_int4_grouped(kInt4Bf16, rng, stream, {1, 16, 5, 9}, 144, 384, 128);
+  // The same for the W4A8 kernel (its K tile is 128: k a multiple of 128), and a group of 256.
+  pass &= check_int4_grouped(kInt4E4m3, rng, stream, {1, 7, 33, 130}, 256, 512, 128);
+  pass &= check_int4_grouped(kInt4E4m3, rng, stream, {1, 16, 5, 9}, 144, 384, 128);
+  pass &= check_int4_grouped(kInt4E4m3, rng, stream, {3, 20}, 128, 1024, 256);
   pass &= check_bf16_dense(rng, stream, 256, 384, 512);
 
   cudaStreamDestroy(stream);

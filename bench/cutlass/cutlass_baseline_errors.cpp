@@ -79,6 +79,10 @@ int main() {
     cb::GroupedProblem q = valid(true);
     c.edit(q);
     expect_plan_error((std::string("int4 grouped: ") + c.what).c_str(), cb::prepare_int4_grouped(q, 128), c.contains);
+    cb::GroupedProblem r = valid(true);
+    c.edit(r);
+    expect_plan_error((std::string("int4 fp8 grouped: ") + c.what).c_str(), cb::prepare_int4_fp8_grouped(r, 128),
+                      c.contains);
   }
   {
     cb::GroupedProblem p = valid(false);
@@ -95,14 +99,26 @@ int main() {
     expect_plan_error("int4 grouped: group 0", cb::prepare_int4_grouped(q, 0), "group = 0");
     q.k = 384;
     expect_plan_error("int4 grouped: group not dividing k", cb::prepare_int4_grouped(q, 256), "group = 256");
+    // The W4A8 kernel's K tile is 128 values and its reordering atom 32 columns.
+    q = valid(true);
+    expect_plan_error("int4 fp8 grouped: group 64", cb::prepare_int4_fp8_grouped(q, 64), "group = 64");
+    q.k = 496;
+    expect_plan_error("int4 fp8 grouped: k not a multiple of 32", cb::prepare_int4_fp8_grouped(q, 128), "k = 496");
+    q = valid(true);
+    q.scales.pop_back();
+    expect_plan_error("int4 fp8 grouped: scales size", cb::prepare_int4_fp8_grouped(q, 128), "scales has 2 entries");
   }
   // Valid problems fail only for want of a GPU (CUDA_VISIBLE_DEVICES empty, or no driver).
   expect_plan_error("bf16 grouped: valid, no GPU", cb::prepare_bf16_grouped(valid(false)), "prepare_bf16_grouped: ");
   expect_plan_error("int4 grouped: valid, no GPU", cb::prepare_int4_grouped(valid(true), 128), "prepare_int4_grouped: ");
+  expect_plan_error("int4 fp8 grouped: valid, no GPU", cb::prepare_int4_fp8_grouped(valid(true), 128),
+                    "prepare_int4_fp8_grouped: ");
   {
     cb::GroupedProblem q = valid(true);
     q.m = {1, 2, 3};  // the 16-row tile
     expect_plan_error("int4 grouped (decode): valid, no GPU", cb::prepare_int4_grouped(q, 128), "prepare_int4_grouped: ");
+    expect_plan_error("int4 fp8 grouped (decode): valid, no GPU", cb::prepare_int4_fp8_grouped(q, 128),
+                      "prepare_int4_fp8_grouped: ");
   }
 
   expect_plan_error("dense: m = 0", cb::prepare_bf16_dense(0, 64, 64, fake(0), fake(1), fake(2)), "m = 0");

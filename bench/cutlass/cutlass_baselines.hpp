@@ -5,7 +5,8 @@
 //   - a Hopper bf16 x bf16 grouped GEMM: what an engine without 4-bit kernels runs (dense upper
 //     baseline);
 //   - CUTLASS's Hopper mixed-input grouped GEMM: int4 weights with bf16 group scales ("scale
-//     only"), bf16 activations;
+//     only"), bf16 activations; and its W4A8 form: int4 weights with e4m3 group scales, e4m3
+//     activations;
 //   - a dense bf16 GEMM, for the device's bf16 matrix rate (the FLOP ceiling of the floor).
 //
 // This header is plain C++ (no CUTLASS, no CUDA runtime types): code compiled by the host
@@ -13,8 +14,8 @@
 // `stream` is a CUstream / cudaStream_t. The kernels run in the context current on the calling
 // thread (bench_gemm makes the primary context current).
 //
-// Every problem is D[m, n] = A[m, k] . W[n, k]^T with A and D row-major bf16 (leading dimension
-// k and n), W row-major [n, k] (k contiguous: each output column's weights are one row, as
+// Every problem is D[m, n] = A[m, k] . W[n, k]^T with A and D row-major (leading dimension k and
+// n; A bf16, or e4m3 for the W4A8 kernel; D bf16), W row-major [n, k] (k contiguous: each output column's weights are one row, as
 // engines store them). Errors are returned as text; an empty string means success.
 
 #include <cstdint>
@@ -38,9 +39,9 @@ class Plan {
 struct GroupedProblem {
   int n = 0, k = 0;                 // shared by every group
   std::vector<int> m;               // rows of each group, each > 0
-  std::vector<const void*> a;       // per group: bf16 [m_g, k], row-major
+  std::vector<const void*> a;       // per group: bf16 (e4m3 for int4_fp8) [m_g, k], row-major
   std::vector<const void*> w;       // per group: weights (bf16 [n, k], or int4 as prepared below)
-  std::vector<const void*> scales;  // per group, int4 only: bf16 scales as prepared below
+  std::vector<const void*> scales;  // per group, int4 only: scales as prepared below
   std::vector<void*> d;             // per group: bf16 [m_g, n], row-major
 };
 
@@ -62,6 +63,18 @@ std::string int4_weight_bytes(const std::int8_t* values, int n, int k, std::vect
 // One expert's scales in the kernel's layout, from bf16 bit patterns [n][k / group]: the
 // dequantized weight is values[n][k] * scales[n][k / group].
 std::string int4_scale_bytes(const std::uint16_t* scales, int n, int k, int group, std::vector<std::uint16_t>& out);
+
+// int4 x e4m3 grouped GEMM (W4A8): e4m3 activations, e4m3 group scales, group size `group` a
+// multiple of 128 along k; bf16 D. No activation scale: D = A . (W * scale)^T exactly as above.
+PlanResult prepare_int4_fp8_grouped(const GroupedProblem& problem, int group);
+
+// Its weights, from signed values in [-8, 7] stored one per int8_t as [n][k]: n * k / 2 bytes,
+// reordered for e4m3 wgmma and in the encoding its lookup table indexes.
+std::string int4_fp8_weight_bytes(const std::int8_t* values, int n, int k, std::vector<std::uint8_t>& out);
+// Its scales, from e4m3 bit patterns [n][k / group] (finite, magnitude at most 56): 8 bytes per
+// scale (the e4m3 products of the scale with -8 .. -1 that the kernel looks values up in),
+// [k / group][n]. The dequantized weight is values[n][k] * scales[n][k / group], rounded to e4m3.
+std::string int4_fp8_scale_bytes(const std::uint8_t* scales, int n, int k, int group, std::vector<std::uint8_t>& out);
 
 // Dense bf16 GEMM, D[m, n] = A[m, k] . W[n, k]^T, for the bf16 matrix-rate ceiling.
 PlanResult prepare_bf16_dense(int m, int n, int k, const void* a, const void* w, void* d);

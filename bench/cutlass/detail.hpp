@@ -126,8 +126,11 @@ void plain_product(Fusion& fusion) {
 }  // namespace moejit::bench::cutlass_baseline::detail
 
 namespace moejit::bench::cutlass_baseline::int4 {
-// The int4 kernel for each tile width (grouped_int4_n*.cu), called by prepare_int4_grouped once
-// it has checked the problem.
+// The int4 kernels for each activation type and tile width (grouped_int4_n*.cu,
+// grouped_int4_fp8_n*.cu), called by prepare_int4_grouped and prepare_int4_fp8_grouped once they
+// have checked the problem.
 PlanResult prepare_n16(const GroupedProblem& p, int group);
 PlanResult prepare_n128(const GroupedProblem& p, int group);
+PlanResult prepare_fp8_n16(const GroupedProblem& p, int group);
+PlanResult prepare_fp8_n128(const GroupedProblem& p, int group);
 }  // namespace moejit::bench::cutlass_baseline::int4

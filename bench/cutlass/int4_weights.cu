@@ -1,8 +1,11 @@
-// The int4 baseline's host side: weights and scales in the kernel's layouts, and the checks and
-// tile choice of prepare_int4_grouped (the kernels are in grouped_int4_n*.cu).
+// The int4 baselines' host side: weights and scales in the kernels' layouts, and the checks and
+// tile choice of prepare_int4_grouped and prepare_int4_fp8_grouped (the kernels are in
+// grouped_int4_n*.cu and grouped_int4_fp8_n*.cu).
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -14,49 +17,68 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/util/mixed_dtype_utils.hpp"
 
-// The reordering atom the kernels are compiled with is the one CUTLASS computes (examples 55, 69).
-static_assert(std::is_same_v<moejit::bench::cutlass_baseline::int4::LayoutAtomQuant,
-                             decltype(cutlass::compute_memory_reordering_atom<
-                                      moejit::bench::cutlass_baseline::int4::MmaType, cute::Layout<cute::Shape<cute::_1, cute::_1>>,
-                                      moejit::bench::cutlass_baseline::int4::ValueShuffle>())>,
-              "int4_layout.hpp's LayoutAtomQuant differs from cutlass::compute_memory_reordering_atom's");
+// The reordering atoms the kernels are compiled with are the ones CUTLASS computes (examples 55, 69).
+template <class Act>
+constexpr bool kCutlassAtom = std::is_same_v<
+    typename Act::LayoutAtomQuant,
+    decltype(cutlass::compute_memory_reordering_atom<typename Act::MmaType, cute::Layout<cute::Shape<cute::_1, cute::_1>>,
+                                                     typename Act::ValueShuffle>())>;
+static_assert(kCutlassAtom<moejit::bench::cutlass_baseline::int4::Bf16Act>,
+              "int4_layout.hpp's Bf16Act::LayoutAtomQuant differs from cutlass::compute_memory_reordering_atom's");
+// Example 69's int4 x fp8 kernel calls compute_memory_reordering_atom<e4m3>() with its defaults.
+static_assert(std::is_same_v<moejit::bench::cutlass_baseline::int4::E4m3Act::LayoutAtomQuant,
+                             decltype(cutlass::compute_memory_reordering_atom<cutlass::float_e4m3_t>())>,
+              "int4_layout.hpp's E4m3Act::LayoutAtomQuant differs from cutlass::compute_memory_reordering_atom's");
 
 namespace moejit::bench::cutlass_baseline {
 
 namespace {
 
+template <class Act>
 std::string check_weight_shape(const char* fn, int n, int k) {
   const std::string f = fn;
-  if (n <= 0 || n % int4::kAtomN != 0)
-    return f + ": n = " + std::to_string(n) + "; expected a positive multiple of " + std::to_string(int4::kAtomN) +
+  constexpr int atom_n = int4::kAtomN<Act>, atom_k = int4::kAtomK<Act>;
+  if (n <= 0 || n % atom_n != 0)
+    return f + ": n = " + std::to_string(n) + "; expected a positive multiple of " + std::to_string(atom_n) +
            " (the reordering atom's rows)";
-  if (k <= 0 || k % int4::kAtomK != 0)
-    return f + ": k = " + std::to_string(k) + "; expected a positive multiple of " + std::to_string(int4::kAtomK) +
+  if (k <= 0 || k % atom_k != 0)
+    return f + ": k = " + std::to_string(k) + "; expected a positive multiple of " + std::to_string(atom_k) +
            " (the reordering atom's columns)";
   if (std::int64_t(n) * k > (std::int64_t(1) << 40))
     return f + ": n * k = " + std::to_string(std::int64_t(n) * k) + " values; expected at most 2^40";
   return {};
 }
 
+template <class Act>
 std::string check_group(const char* fn, int k, int group) {
-  if (group <= 0 || group % int4::kTileK != 0 || k % group != 0)
+  if (group <= 0 || group % Act::kTileK != 0 || k % group != 0)
     return std::string(fn) + ": group = " + std::to_string(group) + "; expected a positive multiple of " +
-           std::to_string(int4::kTileK) + " (the kernel's K tile: a tile never straddles two scale groups) dividing k = " +
+           std::to_string(Act::kTileK) + " (the kernel's K tile: a tile never straddles two scale groups) dividing k = " +
            std::to_string(k);
   return {};
 }
 
-}  // namespace
+// The nibble of signed int4 `v` in the kernel's bytes. bf16 kernel: two's complement
+// (cutlass::int4b_t). e4m3 kernel: CUTLASS's "unified" encoding (cutlass::unified_encode_int4b,
+// which works on device buffers): the lookup table holds only the products with -8 .. -1 and the
+// kernel builds the positive half by flipping sign bits, so +v (1..7) is stored as the index of
+// -v, 8 - v; zero and negative values keep their two's complement bits.
+template <class Act>
+std::uint8_t nibble_of(int v) {
+  if constexpr (std::is_same_v<Act, int4::E4m3Act>)
+    if (v > 0) return static_cast<std::uint8_t>(8 - v);
+  return static_cast<std::uint8_t>(v & 0xF);
+}
 
 // Where each value goes is CUTLASS's own layout function (int4::weight_layout, the layout the
 // kernel is given), evaluated here on the host: cutlass::reorder_tensor, which the examples run on
 // the device, copies element (r, c) of the plain [n][k] tensor to the same logical coordinate of a
 // tensor with that layout, i.e. to offset weight_layout(n, k)(r, c, 0), as done here.
-std::string int4_weight_bytes(const std::int8_t* values, int n, int k, std::vector<std::uint8_t>& out) {
-  constexpr const char* fn = "int4_weight_bytes";
+template <class Act>
+std::string weight_bytes(const char* fn, const std::int8_t* values, int n, int k, std::vector<std::uint8_t>& out) {
   if (values == nullptr) return std::string(fn) + ": values is null";
-  if (auto e = check_weight_shape(fn, n, k); !e.empty()) return e;
-  const auto layout = int4::weight_layout(n, k);
+  if (auto e = check_weight_shape<Act>(fn, n, k); !e.empty()) return e;
+  const auto layout = int4::weight_layout<Act>(n, k);
   const std::int64_t count = std::int64_t(n) * k;
   if (cute::cosize(layout) != count)
     return std::string(fn) + ": internal error: the reordered layout does not cover n * k values";
@@ -69,11 +91,28 @@ std::string int4_weight_bytes(const std::int8_t* values, int n, int k, std::vect
         return std::string(fn) + ": values[" + std::to_string(r) + "][" + std::to_string(c) + "] = " +
                std::to_string(v) + "; expected a signed int4 value in [-8, 7]";
       const std::int64_t i = layout(r, c, 0);
-      // Two's complement nibble (cutlass::int4b_t); element i in the low nibble when i is even.
-      out[static_cast<std::size_t>(i / 2)] |= static_cast<std::uint8_t>((v & 0xF) << (4 * (i % 2)));
+      // Element i in the low nibble when i is even.
+      out[static_cast<std::size_t>(i / 2)] |= static_cast<std::uint8_t>(nibble_of<Act>(v) << (4 * (i % 2)));
     }
   }
   return {};
+}
+
+template <class Act>
+std::string check_int4_problem(const char* fn, const GroupedProblem& p, int group) {
+  if (auto e = detail::check_grouped(fn, p, /*with_scales=*/true); !e.empty()) return e;
+  if (auto e = check_weight_shape<Act>(fn, p.n, p.k); !e.empty()) return e;
+  return check_group<Act>(fn, p.k, group);
+}
+
+}  // namespace
+
+std::string int4_weight_bytes(const std::int8_t* values, int n, int k, std::vector<std::uint8_t>& out) {
+  return weight_bytes<int4::Bf16Act>("int4_weight_bytes", values, n, k, out);
+}
+
+std::string int4_fp8_weight_bytes(const std::int8_t* values, int n, int k, std::vector<std::uint8_t>& out) {
+  return weight_bytes<int4::E4m3Act>("int4_fp8_weight_bytes", values, n, k, out);
 }
 
 // The kernel reads scales (n, k / group) with n contiguous (its StrideScale is
@@ -95,19 +134,72 @@ std::string int4_scale_bytes(const std::uint16_t* scales, int n, int k, int grou
   return {};
 }
 
-PlanResult prepare_int4_grouped(const GroupedProblem& p, int group) {
-  constexpr const char* fn = "prepare_int4_grouped";
-#if defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
-  if (auto e = detail::check_grouped(fn, p, /*with_scales=*/true); !e.empty()) return {nullptr, e};
-  if (auto e = check_weight_shape(fn, p.n, p.k); !e.empty()) return {nullptr, e};
-  if (auto e = check_group(fn, p.k, group); !e.empty()) return {nullptr, e};
-  // The tile along the activation rows: 16 when every group fits in one (decode), else 128.
+// The e4m3 kernel's scale element: the products of the scale with -8 .. -1, rounded to e4m3, that
+// its lookup table indexes (CUTLASS's packed_scale_t, what cutlass::pack_scale_fp8 writes).
+std::string int4_fp8_scale_bytes(const std::uint8_t* scales, int n, int k, int group, std::vector<std::uint8_t>& out) {
+  constexpr const char* fn = "int4_fp8_scale_bytes";
+  if (scales == nullptr) return std::string(fn) + ": scales is null";
+  if (n <= 0 || n % 2 != 0)
+    return std::string(fn) + ": n = " + std::to_string(n) + "; expected a positive multiple of 2 (16-byte scale rows)";
+  if (k <= 0) return std::string(fn) + ": k = " + std::to_string(k) + "; expected > 0";
+  if (group <= 0 || k % group != 0)
+    return std::string(fn) + ": group = " + std::to_string(group) + "; expected a positive divisor of k = " +
+           std::to_string(k);
+  const int groups = k / group;
+  using Scale = cutlass::float_e4m3_t;
+  using Table = cutlass::packed_scale_t<Scale>;
+  static_assert(sizeof(Table) == 8 && sizeof(int4::E4m3Act::ScaleType) == 8);
+  out.assign(static_cast<std::size_t>(n) * groups * 8, 0);
+  for (int r = 0; r < n; ++r)
+    for (int g = 0; g < groups; ++g) {
+      const std::uint8_t bits = scales[static_cast<std::size_t>(r) * groups + g];
+      const float s = float(Scale::bitcast(bits));
+      // 8 * |s| must stay finite in e4m3 (448), or the table's -8 entry would saturate.
+      if (std::isnan(s) || std::abs(s) > 56.0f)
+        return std::string(fn) + ": scales[" + std::to_string(r) + "][" + std::to_string(g) + "] = " + std::to_string(s) +
+               "; expected a finite e4m3 value of magnitude at most 56 (8 x scale is an e4m3 table entry, at most 448)";
+      const Table table(Scale::bitcast(bits));
+      std::memcpy(out.data() + (static_cast<std::size_t>(g) * n + r) * 8, &table, 8);
+    }
+  return {};
+}
+
+namespace {
+
+using TilePrepare = PlanResult (*)(const GroupedProblem&, int);
+
+// Checks `p` for `Act`'s kernel, then picks the tile along the activation rows: 16 when every
+// group fits in one (decode), else 128.
+template <class Act>
+[[maybe_unused]] PlanResult prepare_checked(const char* fn, const GroupedProblem& p, int group, TilePrepare n16,
+                                            TilePrepare n128) {
+  if (auto e = check_int4_problem<Act>(fn, p, group); !e.empty()) return {nullptr, e};
   const int max_m = *std::max_element(p.m.begin(), p.m.end());
-  return max_m <= 16 ? int4::prepare_n16(p, group) : int4::prepare_n128(p, group);
-#else
-  (void)p;
-  (void)group;
+  return max_m <= 16 ? n16(p, group) : n128(p, group);
+}
+
+[[maybe_unused]] PlanResult not_built(const char* fn) {
   return {nullptr, std::string(fn) + ": not built (CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED needs nvcc 12.3+)"};
+}
+
+}  // namespace
+
+PlanResult prepare_int4_grouped(const GroupedProblem& p, int group) {
+#if defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+  return prepare_checked<int4::Bf16Act>("prepare_int4_grouped", p, group, int4::prepare_n16, int4::prepare_n128);
+#else
+  (void)p, (void)group;
+  return not_built("prepare_int4_grouped");
+#endif
+}
+
+PlanResult prepare_int4_fp8_grouped(const GroupedProblem& p, int group) {
+#if defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+  return prepare_checked<int4::E4m3Act>("prepare_int4_fp8_grouped", p, group, int4::prepare_fp8_n16,
+                                        int4::prepare_fp8_n128);
+#else
+  (void)p, (void)group;
+  return not_built("prepare_int4_fp8_grouped");
 #endif
 }
 

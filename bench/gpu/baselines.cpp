@@ -47,20 +47,49 @@ struct Comparison {
 }  // namespace
 
 std::string_view to_string(Baseline b) {
-  return b == Baseline::cutlass_bf16_grouped ? "cutlass_bf16_grouped" : "cutlass_int4_grouped";
+  switch (b) {
+    case Baseline::cutlass_bf16_grouped: return "cutlass_bf16_grouped";
+    case Baseline::cutlass_int4_grouped: return "cutlass_int4_grouped";
+    case Baseline::cutlass_int4_fp8_grouped: return "cutlass_int4_fp8_grouped";
+  }
+  return "?";
 }
 
 std::string not_applicable(Baseline b, const GemmCase& c) {
   if (!cb::available()) return "the CUTLASS kernels are not in this build (" + cb::build_info() + ")";
-  if (b == Baseline::cutlass_int4_grouped && is_w4a8(*c.format))
-    return "W4A8: bench/cutlass has no int4 x fp8 kernel yet; the case's vs_w4a16 compares it with moejit's W4A16";
-  if (b == Baseline::cutlass_int4_grouped && c.format->weight != WeightFormat::int4_sym)
+  if (b == Baseline::cutlass_bf16_grouped) return {};
+  if (c.format->weight != WeightFormat::int4_sym)
     return "CUTLASS's Hopper mixed-input grouped GEMM has no E2M1 + E8M0 (MXFP4) weight mode; the INT4 g128 "
            "case of the same problem has this baseline";
-  if (b == Baseline::cutlass_int4_grouped && c.format->scale != DType::bf16)
-    return "the CUTLASS int4 baseline is built for bf16 scales";
+  const bool fp8 = b == Baseline::cutlass_int4_fp8_grouped;
+  if (fp8 != is_w4a8(*c.format))
+    return fp8 ? "W4A16: CUTLASS's int4 x bf16 kernel (cutlass_int4_grouped) is this case's baseline"
+               : "W4A8: CUTLASS's int4 x e4m3 kernel (cutlass_int4_fp8_grouped) is this case's baseline";
+  if (c.format->scale != DType::bf16) return "the CUTLASS int4 baselines are built from bf16 scales";
   return {};
 }
+
+namespace {
+
+// The int4 x e4m3 kernel's scale of each bf16 scale: the nearest power of two (so value x scale
+// is exact in e4m3), times 2^shift, the one power of two for the whole block that brings the
+// largest to at most 56 (8 x 56 = 448, e4m3's largest). Returns the e4m3 bit patterns.
+std::vector<std::uint8_t> e4m3_table_scales(std::span<const std::uint16_t> bf16_scales) {
+  double largest = 0;
+  for (const std::uint16_t h : bf16_scales) largest = std::max(largest, std::abs(double(prim::twin::bf16_to_f32(h))));
+  const int shift = largest > 0 ? static_cast<int>(std::floor(std::log2(56.0 / largest))) : 0;
+  std::vector<std::uint8_t> out(bf16_scales.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double s = prim::twin::bf16_to_f32(bf16_scales[i]);
+    const double pow2 = s == 0 ? 0 : std::exp2(std::round(std::log2(std::abs(s))) + shift);
+    // Never below e4m3's smallest subnormal nor above 56 (the rounding can pass the bound by one step).
+    const double clamped = pow2 == 0 ? 0 : std::clamp(pow2, 0x1p-9, 32.0);
+    out[i] = prim::twin::f32_to_e4m3(static_cast<float>(std::copysign(clamped, s)));
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<BaselineWeights>> BaselineWeights::create(DeviceLauncher& l, CUstream stream, Baseline kind,
                                                                   const GemmCase& c,
@@ -76,8 +105,7 @@ Result<std::unique_ptr<BaselineWeights>> BaselineWeights::create(DeviceLauncher&
   w->reference_w_.resize(std::uint64_t{block.n} * k);
 
   // One expert's weights and scales in CUTLASS's layout: row n holds block row n % block.
-  std::vector<std::uint8_t> weights;
-  std::vector<std::uint16_t> scales;
+  std::vector<std::uint8_t> weights, scale_bytes;
   if (kind == Baseline::cutlass_bf16_grouped) {
     std::vector<u16> rows(std::uint64_t{block.n} * k);
     for (std::uint32_t r = 0; r < block.n; ++r)
@@ -101,22 +129,36 @@ Result<std::unique_ptr<BaselineWeights>> BaselineWeights::create(DeviceLauncher&
       for (std::uint32_t g = 0; g < groups; ++g)
         row_scales[std::uint64_t{r} * groups + g] = block.scales[block.group_index(0, b, g)];
     }
-    for (std::uint32_t r = 0; r < block.n; ++r)
-      for (std::uint32_t kk = 0; kk < k; ++kk) w->reference_w_[std::uint64_t{r} * k + kk] = block.dequantized(0, r, kk);
-    MOEJIT_TRY(cutlass_status("int4 weights", cb::int4_weight_bytes(values.data(), static_cast<int>(n),
-                                                                     static_cast<int>(k), weights)));
-    MOEJIT_TRY(cutlass_status("int4 scales", cb::int4_scale_bytes(row_scales.data(), static_cast<int>(n),
-                                                                   static_cast<int>(k), static_cast<int>(group), scales)));
+    const int ni = static_cast<int>(n), ki = static_cast<int>(k), gi = static_cast<int>(group);
+    if (kind == Baseline::cutlass_int4_grouped) {
+      for (std::uint32_t r = 0; r < block.n; ++r)
+        for (std::uint32_t kk = 0; kk < k; ++kk) w->reference_w_[std::uint64_t{r} * k + kk] = block.dequantized(0, r, kk);
+      std::vector<std::uint16_t> scales;
+      MOEJIT_TRY(cutlass_status("int4 weights", cb::int4_weight_bytes(values.data(), ni, ki, weights)));
+      MOEJIT_TRY(cutlass_status("int4 scales", cb::int4_scale_bytes(row_scales.data(), ni, ki, gi, scales)));
+      scale_bytes.resize(scales.size() * 2);
+      std::memcpy(scale_bytes.data(), scales.data(), scale_bytes.size());
+    } else {
+      const std::vector<std::uint8_t> e4m3_scales = e4m3_table_scales(row_scales);
+      for (std::uint32_t r = 0; r < block.n; ++r)
+        for (std::uint32_t kk = 0; kk < k; ++kk)
+          w->reference_w_[std::uint64_t{r} * k + kk] =
+              double(values[std::uint64_t{r} * k + kk]) * prim::twin::e4m3_to_f32(e4m3_scales[std::uint64_t{r} * groups + kk / group]);
+      MOEJIT_TRY(cutlass_status("int4 x e4m3 weights", cb::int4_fp8_weight_bytes(values.data(), ni, ki, weights)));
+      MOEJIT_TRY(cutlass_status("int4 x e4m3 scales",
+                                cb::int4_fp8_scale_bytes(e4m3_scales.data(), ni, ki, gi, scale_bytes)));
+    }
   }
+  const std::vector<std::uint8_t>& scales = scale_bytes;
   w->expert_weight_bytes_ = round16(weights.size());
-  w->expert_scale_bytes_ = round16(scales.size() * 2);
+  w->expert_scale_bytes_ = round16(scales.size());
   const std::uint64_t experts = c.model->experts;
   w->copies_ = rotation_copies(l, experts * (w->expert_weight_bytes_ + w->expert_scale_bytes_), rotate_bytes);
   const std::uint64_t count = experts * w->copies_;
   MOEJIT_ASSIGN_OR_RETURN(w->weights_, upload(l, stream, weights.data(), weights.size(), count * w->expert_weight_bytes_));
   MOEJIT_TRY(replicate(l, stream, w->weights_, w->expert_weight_bytes_, count));
   if (!scales.empty()) {
-    MOEJIT_ASSIGN_OR_RETURN(w->scales_, upload(l, stream, scales.data(), scales.size() * 2, count * w->expert_scale_bytes_));
+    MOEJIT_ASSIGN_OR_RETURN(w->scales_, upload(l, stream, scales.data(), scales.size(), count * w->expert_scale_bytes_));
     MOEJIT_TRY(replicate(l, stream, w->scales_, w->expert_scale_bytes_, count));
   }
   MOEJIT_TRY(l.synchronize(stream));
@@ -137,9 +179,18 @@ Result<Json> BaselineWeights::try_run(const GemmCase& c, std::span<const Routing
   const std::uint64_t pairs = c.pairs();
 
   // A rows grouped by expert and D rows, one buffer of each per weight copy.
-  const std::uint64_t a_bytes = round16(pairs * k * 2), d_bytes = round16(pairs * n * 2);
-  const std::vector<u16> a = random_bf16(pairs * k, rng);
-  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_a, upload(l_, stream_, a.data(), pairs * k * 2, a_bytes * copies_));
+  const bool e4m3_act = kind_ == Baseline::cutlass_int4_fp8_grouped;
+  const std::uint64_t a_size = e4m3_act ? 1 : 2;
+  const std::uint64_t a_bytes = round16(pairs * k * a_size), d_bytes = round16(pairs * n * 2);
+  std::vector<u16> a_bf16;
+  std::vector<u8> a_e4m3;
+  if (e4m3_act) a_e4m3 = random_e4m3(pairs * k, rng);
+  else a_bf16 = random_bf16(pairs * k, rng);
+  auto a_value = [&](std::uint64_t i) -> double {
+    return e4m3_act ? prim::twin::e4m3_to_f32(a_e4m3[i]) : prim::twin::bf16_to_f32(a_bf16[i]);
+  };
+  const void* a_host = e4m3_act ? static_cast<const void*>(a_e4m3.data()) : a_bf16.data();
+  MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_a, upload(l_, stream_, a_host, pairs * k * a_size, a_bytes * copies_));
   MOEJIT_TRY(replicate(l_, stream_, d_a, a_bytes, copies_));
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_d, DeviceBuffer::allocate(l_, d_bytes * copies_));
   MOEJIT_TRY(l_.fill(d_d.data(), 0xff, d_bytes * copies_, stream_));  // NaN where nothing is written
@@ -165,15 +216,16 @@ Result<Json> BaselineWeights::try_run(const GemmCase& c, std::span<const Routing
       if (rows[e] == 0) continue;
       const std::uint64_t expert = copy * experts + e;
       problem.m.push_back(rows[e]);
-      problem.a.push_back(a_base + row * k * 2);
+      problem.a.push_back(a_base + row * k * a_size);
       problem.w.push_back(weights_.as<const unsigned char>() + expert * expert_weight_bytes_);
       if (scales_) problem.scales.push_back(scales_.as<const unsigned char>() + expert * expert_scale_bytes_);
       problem.d.push_back(d_base + row * n * 2);
       row += static_cast<std::uint64_t>(rows[e]);
     }
-    cb::PlanResult prepared = kind_ == Baseline::cutlass_bf16_grouped
-                                  ? cb::prepare_bf16_grouped(problem)
-                                  : cb::prepare_int4_grouped(problem, static_cast<int>(c.format->group));
+    const int group = static_cast<int>(c.format->group);
+    cb::PlanResult prepared = kind_ == Baseline::cutlass_bf16_grouped   ? cb::prepare_bf16_grouped(problem)
+                              : kind_ == Baseline::cutlass_int4_grouped ? cb::prepare_int4_grouped(problem, group)
+                                                                        : cb::prepare_int4_fp8_grouped(problem, group);
     if (!prepared.plan) return cutlass_status(to_string(kind_), prepared.error);
     plans.push_back(std::move(prepared.plan));
   }
@@ -195,7 +247,7 @@ Result<Json> BaselineWeights::try_run(const GemmCase& c, std::span<const Routing
     for (std::uint32_t b = 0; b < block_; ++b) {
       double sum = 0;
       for (std::uint32_t kk = 0; kk < k; ++kk)
-        sum += static_cast<double>(prim::twin::bf16_to_f32(a[row * k + kk])) * reference_w_[std::uint64_t{b} * k + kk];
+        sum += a_value(row * k + kk) * reference_w_[std::uint64_t{b} * k + kk];
       want[b] = sum;
     }
     for (std::uint32_t col = 0; col < n; ++col) check.add(prim::twin::bf16_to_f32(out[col]), want[col % block_]);
@@ -205,7 +257,7 @@ Result<Json> BaselineWeights::try_run(const GemmCase& c, std::span<const Routing
   CaseBytes bytes;
   bytes.weights = touched * static_cast<double>(expert_weight_bytes_);
   bytes.scales = touched * static_cast<double>(expert_scale_bytes_);
-  bytes.act_in = static_cast<double>(pairs) * k * 2;
+  bytes.act_in = static_cast<double>(pairs * k * a_size);
   bytes.act_out = static_cast<double>(pairs) * n * 2;
   Json j;
   j["kernel"] = plans.front()->name();

@@ -1,14 +1,16 @@
 #pragma once
 // The CUTLASS baselines of the grouped GEMM benchmark (bench/cutlass): for one case, the same
 // problem (the same routings, the same dequantized weight values) run by CUTLASS's Hopper bf16
-// grouped GEMM and, for INT4 g128 cases, by CUTLASS's Hopper mixed-input int4 grouped GEMM;
-// each timed like moejit's kernel and its output checked against an fp64 reference. And the
+// grouped GEMM and, for INT4 g128 cases, by CUTLASS's Hopper mixed-input int4 grouped GEMM (its
+// int4 x bf16 form for W4A16 cases, its int4 x e4m3 form for W4A8 ones); each timed like
+// moejit's kernel and its output checked against an fp64 reference. And the
 // device's dense bf16 GEMM rate, the FLOP ceiling of the floor.
 //
 // The baselines compute plain D = A . W^T per expert over rows already grouped by expert (what
 // an engine calling CUTLASS runs after permuting its tokens): no fused activation, no top-k
-// weight, the gather not counted. Their A rows are a random [pairs, K] buffer: all experts hold
-// the same weights, so any row's output is its own row times W^T, whatever the grouping.
+// weight, the gather not counted. Their A rows are a random [pairs, K] buffer (bf16, or e4m3 for
+// the int4 x e4m3 kernel, which has no activation scale): all experts hold the same weights, so
+// any row's output is its own row times W^T, whatever the grouping.
 
 #include <nlohmann/json.hpp>
 
@@ -29,8 +31,16 @@ using Json = nlohmann::ordered_json;
 
 enum class Baseline : std::uint8_t {
   cutlass_bf16_grouped,  // bf16 weights (the dequantized values): the dense upper baseline
-  cutlass_int4_grouped,  // int4 weights, bf16 scales per group of 128: INT4 g128 cases only
+  cutlass_int4_grouped,  // int4 weights, bf16 scales per group of 128: INT4 g128 W4A16 cases
+  // int4 weights, e4m3 scales per group of 128 (lookup tables), e4m3 activations: INT4 g128 W4A8
+  // cases. CUTLASS's e4m3 scales differ from moejit's bf16 ones, so its weights are the same
+  // int4 values with each bf16 scale rounded to a power of two and the whole block shifted by one
+  // power of two into e4m3's range (timing does not depend on the values; the output check uses
+  // the values the kernel holds).
+  cutlass_int4_fp8_grouped,
 };
+inline constexpr Baseline kBaselines[] = {Baseline::cutlass_bf16_grouped, Baseline::cutlass_int4_grouped,
+                                          Baseline::cutlass_int4_fp8_grouped};
 std::string_view to_string(Baseline b);
 
 // Why `b` has no run for `c` (empty when it has one).

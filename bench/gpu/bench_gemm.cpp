@@ -246,6 +246,12 @@ int dry_run(const Settings& s) {
     cj["touched_experts"] = touched;
     cj["bytes"] = bytes_json(case_bytes(c, touched));
     cj["flops"] = case_flops(c);
+    // The CUTLASS baselines a GPU run would time for this case, and why each other one would not.
+    if (s.baselines)
+      for (const Baseline b : kBaselines) {
+        const std::string why = not_applicable(b, c);
+        cj["baselines"][std::string(to_string(b))] = why.empty() ? Json("runs") : Json{{"not_applicable", why}};
+      }
     j["cases"].push_back(cj);
   }
   j["not_applicable"] = not_applicable_json();
@@ -427,7 +433,7 @@ Json run_baselines(DeviceLauncher& l, CUstream stream, const GemmCase& c, const 
                    std::span<const Routing> routings, const Settings& s, double moejit_us, BaselineSet& set,
                    BaselineResults& bf16_results, int& failures, std::mt19937_64& rng) {
   Json out = Json::object();
-  for (const Baseline b : {Baseline::cutlass_bf16_grouped, Baseline::cutlass_int4_grouped}) {
+  for (const Baseline b : kBaselines) {
     const std::string name(to_string(b));
     if (const std::string why = not_applicable(b, c); !why.empty()) {
       out[name] = {{"not_applicable", why}};

@@ -1,0 +1,30 @@
+"""Reads bench_gemm --dry-run JSON on stdin; exit 0 when every case lists the CUTLASS baselines a
+GPU run would time for it: the bf16 grouped kernel always, the int4 x e4m3 kernel exactly on the
+INT4 W4A8 cases and the int4 x bf16 kernel exactly on the INT4 W4A16 ones."""
+
+import json
+import sys
+
+
+def main() -> int:
+    cases = json.load(sys.stdin)["cases"]
+    wrong = []
+    for c in cases:
+        runs = {name: verdict == "runs" for name, verdict in c["baselines"].items()}
+        int4 = c["format"].startswith("int4")
+        w4a8 = c["format"].endswith("_w4a8")
+        want = {
+            "cutlass_bf16_grouped": True,
+            "cutlass_int4_grouped": int4 and not w4a8,
+            "cutlass_int4_fp8_grouped": int4 and w4a8,
+        }
+        if runs != want:
+            wrong.append((c["model"], c["format"], c["projection"], c["tokens"], c["baselines"]))
+    for w in wrong:
+        print("wrong baselines:", w)
+    print(f"{len(cases)} cases, {len(wrong)} with wrong baselines")
+    return 0 if cases and not wrong else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
