@@ -2,6 +2,7 @@
 
 #include "gemm/grouped_gemm_params.cuh"
 #include "quant/pack.hpp"
+#include "spec/act_scale_rule.hpp"
 #include "spec/spec_fields.hpp"
 
 namespace moejit::api {
@@ -49,10 +50,7 @@ Result<ActScale> act_scale_of(int value, const char* argument) {
 }
 
 Status check_act_scale(DType act, ActScale scale, const char* argument) {
-  const bool fits = act == DType::e4m3   ? scale == ActScale::token || scale == ActScale::block128
-                    : act == DType::e2m1 ? scale == ActScale::block32
-                                         : scale == ActScale::none;
-  if (fits) return {};
+  if (act_scale_fits(act, scale)) return {};
   const char* expected = act == DType::e4m3   ? "MOEJIT_ACT_SCALE_TOKEN or MOEJIT_ACT_SCALE_BLOCK128"
                          : act == DType::e2m1 ? "MOEJIT_ACT_SCALE_BLOCK32 (E8M0 per 32)"
                                               : "MOEJIT_ACT_SCALE_NONE";

@@ -11,6 +11,7 @@
 #include "moe/quantize_params.cuh"
 #include "moe/reduce_params.cuh"
 #include "quant/pack.hpp"
+#include "spec/act_scale_rule.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
 #include "support/env.hpp"
@@ -157,20 +158,17 @@ Status check_shapes(const FusedMoeRequest& r) {
                  "act_dtype {} for such hidden states",
                  to_string(r.act), packed_for(r.w13.order), to_string(r.act));
   if (is_quantized(r)) {
-    const bool fp8 = quantized_act(r) == DType::e4m3;
-    const bool fits = fp8 ? r.act_scale == ActScale::token || r.act_scale == ActScale::block128
-                          : r.act_scale == ActScale::block32;
-    if (!fits)
+    if (!act_scale_fits(quantized_act(r), r.act_scale))
       return error(Code::invalid_argument,
                    "argument 'act_scale' = {}: the weights were packed for {} activations; expected {} (the scales of "
                    "the hidden states and of the gate/up output)",
-                   to_string(r.act_scale), packed_for(r.w13.order), fp8 ? "token or block128" : "block32");
+                   to_string(r.act_scale), packed_for(r.w13.order), act_scales_for(quantized_act(r)));
     const std::uint32_t block = r.act_scale == ActScale::block128 ? 128 : r.act_scale == ActScale::block32 ? 64 : 1;
     if (r.w13.k % block != 0 || r.w2.k % block != 0)
       return error(Code::invalid_argument,
                    "argument 'act_scale' = {}: hidden = {} and intermediate = {}; expected both multiples of {}",
                    to_string(r.act_scale), r.w13.k, r.w2.k, block);
-  } else if (r.act_scale != ActScale::none) {
+  } else if (!act_scale_fits(r.act, r.act_scale)) {
     return error(Code::invalid_argument,
                  "argument 'act_scale' = {}: the weights were packed for 16-bit activations; expected none (scales "
                  "apply to weights packed for e4m3 or e2m1)",

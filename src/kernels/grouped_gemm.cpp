@@ -4,6 +4,7 @@
 
 #include "kernels/spec_checks.hpp"
 #include "moe/align_params.cuh"
+#include "spec/act_scale_rule.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
 
@@ -29,8 +30,8 @@ Status gemm_fields(const KernelSpec& s) {
                                      s.act == DType::e2m1,
                                  "bf16, f16, e4m3 or e2m1"));
   if (s.act == DType::e2m1) {
-    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale), s.act_scale == ActScale::block32, "block32",
-                                   "(e2m1 activations come with E8M0 scales per 32 k)"));
+    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale), act_scale_fits(s.act, s.act_scale),
+                                   act_scales_for(s.act), "(e2m1 activations come with E8M0 scales per 32 k)"));
     if (!mxfp4)
       return error(Code::invalid_argument,
                    "field 'act' = e2m1 with weight {}: expected mxfp4 weights (the mma takes e2m1 x e2m1)",
@@ -40,13 +41,12 @@ Status gemm_fields(const KernelSpec& s) {
                    "field 'act' = e2m1 with k = {}, bk = {}: expected both multiples of 64 (one mma step is 64 k)", s.k,
                    s.bk);
   } else if (s.act == DType::e4m3) {
-    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale),
-                                   s.act_scale == ActScale::token || s.act_scale == ActScale::block128,
-                                   "token or block128", "(e4m3 activations come with f32 scales)"));
+    MOEJIT_TRY(spec_checks::one_of("act_scale", to_string(s.act_scale), act_scale_fits(s.act, s.act_scale),
+                                   act_scales_for(s.act), "(e4m3 activations come with f32 scales)"));
     if (s.act_scale == ActScale::block128 && s.k % 128 != 0)
       return error(Code::invalid_argument,
                    "field 'act_scale' = block128 with k = {}: expected k a multiple of 128 (one scale per 128 k)", s.k);
-  } else if (s.act_scale != ActScale::none) {
+  } else if (!act_scale_fits(s.act, s.act_scale)) {
     return error(Code::invalid_argument,
                  "field 'act_scale' = {}: expected none for {} activations (only e4m3 and e2m1 ones are scaled)",
                  to_string(s.act_scale), to_string(s.act));
