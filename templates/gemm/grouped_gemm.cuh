@@ -63,6 +63,10 @@ struct GemmShape {
   static constexpr bool kActScaleBlock = kAct8 && Spec::act_scale == kernel_enum::act_scale_block128;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
   static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
+  // INT4 weights on those targets: the words go straight to f16 as W4A16 makes them (q - z
+  // exact, gemm::int4_registers), not through e4m3 bytes, and A's e4m3 bytes are paired to the
+  // k order that gives (even bytes, then odd bytes of each lane's four).
+  static constexpr bool kInt4ViaF16 = kE4m3ViaF16 && !kMxfp4;
   // sm_120a / sm_121a with MXFP4 weights and e4m3 activations: the mma applies the weights' E8M0
   // bytes itself (kind::mxf8f6f4.block_scale, common/mma_block_scale.cuh), with the exponent of
   // each activation scale as its A scale; no f32 scaling per 32 k.
@@ -77,12 +81,14 @@ struct GemmShape {
   static constexpr bool kActAndMul =
       Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
   static constexpr gemm::Half kHalf = Spec::act == kernel_enum::f16 ? gemm::Half::f16 : gemm::Half::bf16;
+  static constexpr gemm::Half kInt4Half = kInt4ViaF16 ? gemm::Half::f16 : kHalf;  // INT4 B registers
   // The k run whose products are summed before they are scaled in f32: the weights' scale
   // group, cut at every 128 k when the activations are scaled per 128 k. With block-scaled
   // mma's the weights need no run: 128 k per activation scale, else the whole split.
   static constexpr u32 kFlush = kBlockScaleMma ? (kActScaleBlock ? 128 : K) : kActScaleBlock && G > 128 ? 128 : G;
   // e4m3: the power of two the B registers carry (gemm/dequant.cuh), undone in the epilogue.
-  static constexpr int kRawExponent = !kAct8 ? 0 : kMxfp4 ? gemm::kE2m1E4m3Exponent : gemm::kInt4E4m3Exponent;
+  static constexpr int kRawExponent =
+      !kAct8 || kInt4ViaF16 ? 0 : kMxfp4 ? gemm::kE2m1E4m3Exponent : gemm::kInt4E4m3Exponent;
   static constexpr bool kPartialN = N % BN != 0;  // the last column block has strips past N
 
   // Copies per stage in 16-byte chunks, and per thread.
@@ -316,14 +322,15 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   if constexpr (kFragmentScales)
     scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
   // INT4: the zero-point offsets of the warp's columns, per strip and n8 (symmetric: constant);
-  // for e4m3 activations their byte-wise form.
+  // for e4m3 B registers their byte-wise form.
+  constexpr bool kInt4E4m3 = S::kAct8 && !S::kInt4ViaF16;
   gemm::Int4Offsets zero_offsets[S::kN32][4];
   gemm::Int4E4m3Offsets zero_offsets8[S::kN32][4];
   if constexpr (!S::kMxfp4)
     for (u32 s32 = 0; s32 < S::kN32; ++s32)
       for (u32 w = 0; w < 4; ++w) {
-        if constexpr (S::kAct8) zero_offsets8[s32][w] = gemm::int4_e4m3_offsets(0x08080808u);
-        else zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(0x00080008u);
+        if constexpr (kInt4E4m3) zero_offsets8[s32][w] = gemm::int4_e4m3_offsets(0x08080808u);
+        else zero_offsets[s32][w] = gemm::int4_offsets<S::kInt4Half>(0x00080008u);
       }
   // e4m3 activations: the scales of the thread's rows (g, g + 8 of each m16 tile) times the
   // B registers' power of two, applied to each run's sums before the weights' scale so that
@@ -422,8 +429,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           for (u32 s32 = 0; s32 < S::kN32; ++s32) {
             const u32 z4 = ld_shared_u32(s_stage + S::kSBytes + s_row_in_stage * BN + (warp_n * S::kN32 + s32) * 32 + 4 * g);
             for (u32 w = 0; w < 4; ++w) {
-              if constexpr (S::kAct8) zero_offsets8[s32][w] = gemm::int4_e4m3_offsets(gemm::broadcast_byte(z4, w));
-              else zero_offsets[s32][w] = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z4, w));
+              if constexpr (kInt4E4m3) zero_offsets8[s32][w] = gemm::int4_e4m3_offsets(gemm::broadcast_byte(z4, w));
+              else zero_offsets[s32][w] = gemm::int4_offsets<S::kInt4Half>(gemm::spread_byte(z4, w));
             }
           }
       }
@@ -436,7 +443,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         // Where the target has no e4m3 mma.sync (kE4m3ViaF16), both fragments are converted to
         // f16 here and the 32 k run as two chained f16 m16n8k16 mma's: lane t's e4m3 bytes
         // (k 4t..4t+3, +16) go to the f16 fragment positions (2t, 2t+1) and (2t+8, 2t+9), the
-        // same k permutation for A and B, so the sums are those of the e4m3 mma.
+        // same k permutation for A and B, so the sums are those of the e4m3 mma. INT4 there
+        // (kInt4ViaF16) goes straight to f16: gemm::int4_registers pairs a word's bytes 0 and 2
+        // (k 4t, 4t+2) and 1 and 3, low nibbles (k < 16) and high ones apart, so A's bytes are
+        // paired the same way (prmt 0x3120) before the conversion.
         // Block-scaled mma's take each strip's scale word as it lies in shared memory: byte w of
         // lane 4g's word is column g of n8 tile w (as for fragment scales).
         constexpr u32 kBRegs = S::kE4m3ViaF16 ? 4 : 2;
@@ -448,10 +458,17 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
           const u32 word[4] = {words.x, words.y, words.z, words.w};
           for (u32 w = 0; w < 4; ++w) {
+            u32* out = b[s32 * 4 + w];
+            if constexpr (S::kInt4ViaF16) {
+              // h: (k 4t, 4t+2), (16+4t, 16+4t+2), (4t+1, 4t+3), (16+4t+1, 16+4t+3).
+              u32 h[4];
+              gemm::int4_registers<gemm::Half::f16>(word[w], zero_offsets[s32][w], h);
+              out[0] = h[0], out[1] = h[2], out[2] = h[1], out[3] = h[3];
+              continue;
+            }
             u32 b8[2];
             if constexpr (S::kMxfp4) gemm::e2m1_e4m3_registers(word[w], b8);
             else gemm::int4_e4m3_registers(word[w], zero_offsets8[s32][w], b8);
-            u32* out = b[s32 * 4 + w];
             if constexpr (S::kE4m3ViaF16) {
               for (u32 r = 0; r < 2; ++r) {
                 out[2 * r] = e4m3x2_to_f16x2(static_cast<u16>(b8[r]));
@@ -469,6 +486,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           const u32 chunk = kk * 2 + q / 2;
           u32 a[4];
           ldmatrix_x4(a, stage + row * BK + swizzle_chunk<kARowChunks>(row, chunk) * 16);
+          if constexpr (S::kInt4ViaF16)
+            for (u32 r = 0; r < 4; ++r) a[r] = prmt(a[r], 0u, 0x3120u);  // bytes 0, 2, 1, 3
           if constexpr (S::kE4m3ViaF16) {
             // e4m3 a[0], a[1]: rows g, g + 8 at k 4t..4t+3; a[2], a[3]: the same at k + 16.
             auto f16 = [](u32 x, u32 half) { return half ? e4m3x2_to_f16x2_high(x) : e4m3x2_to_f16x2(static_cast<u16>(x)); };
