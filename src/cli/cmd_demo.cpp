@@ -279,9 +279,9 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   LayerRun w4a8;  // W4A8 or W4A4: the run with quantized activations
   if (quantized) {
     dispatch::FusedMoeRequest q = r;
-    const PackedOrder order = quant::packed_order_for(act);
-    MOEJIT_ASSIGN_OR_RETURN(q.w13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, order));
-    MOEJIT_ASSIGN_OR_RETURN(q.w2, pack(*run_on, memory, w2, quant::RowOrder::plain, order));
+    const PackedOrder packed_order = quant::packed_order_for(act);
+    MOEJIT_ASSIGN_OR_RETURN(q.w13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, packed_order));
+    MOEJIT_ASSIGN_OR_RETURN(q.w2, pack(*run_on, memory, w2, quant::RowOrder::plain, packed_order));
     q.act_scale = act_scale;
     MOEJIT_ASSIGN_OR_RETURN(w4a8, run_layer(q));
   }
