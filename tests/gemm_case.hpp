@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -57,6 +58,10 @@ struct GemmCase {
   bool bias = false;
   bool drop_blocks = false;          // indexed: mark some blocks' expert -1 (expert parallelism)
   int a_exponent_shift = 0;          // e4m3: rows' magnitudes times 2^shift (extreme f32 scales)
+  // e4m3 block128: the scales stored column-major as DeepEP and DeepGEMM give them, [K / 128]
+  // columns of rows (masked: one such slab per expert), with gaps of NaN between columns and
+  // slabs, so that a read from the wrong place shows.
+  bool a_scales_column_major = false;
   bool a_edge_bytes = false;         // e4m3: rows with a NaN code, with +-448, with subnormals;
                                      // e2m1: blocks with scale bytes 0x00, 0x01, 0xF0, 0xFF
   // Edits the logical weights after quantization (edge scale bytes).
@@ -363,6 +368,25 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
     p.a = memory.upload(a8);
     p.a_scales = memory.upload(a_scales);
     p.a_scale_ld = a_scale_ld;
+    if (c.a_scales_column_major) {
+      REQUIRE(c.act_scale == ActScale::block128);
+      const bool masked = c.layout == Layout::masked;
+      const std::int64_t blocks = a_scale_ld, rows = static_cast<std::int64_t>(a_count) / lda;
+      const std::int64_t slab_rows = masked ? c.tokens : rows, slabs = masked ? c.experts : 1;
+      const std::int64_t k_stride = slab_rows + 3, expert_stride = blocks * k_stride + 5;
+      std::vector<float> stored(static_cast<std::size_t>(slabs * expert_stride), std::numeric_limits<float>::quiet_NaN());
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t e = r / slab_rows, t = r % slab_rows;
+        for (std::int64_t b = 0; b < blocks; ++b)
+          stored[static_cast<std::size_t>(e * expert_stride + b * k_stride + t)] =
+              a_scales[static_cast<std::size_t>(r * a_scale_ld + b)];
+      }
+      p.a_scales = memory.upload(stored);
+      p.a_scale_ld = 1;
+      p.a_scale_k_stride = k_stride;
+      // The kernel reads row (e * m + t) at (e * m + t) * ld + e * skew: skew = stride - m * ld.
+      p.a_scale_expert_skew = masked ? expert_stride - c.tokens : 0;
+    }
   } else {
     p.a = memory.upload(a);
   }

@@ -231,6 +231,20 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &b, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
   CHECK(std::memcmp(out16.data, out8.data, out16.size) == 0);
 
+  // The same scales column-major, [H / 128][T + 3] with NaN in the gap (as DeepEP's normal
+  // dispatch and DeepGEMM give them): read in place, the same output bit for bit.
+  std::vector<float> columns((H / 128) * (T + 3), std::nanf(""));
+  for (std::int32_t t = 0; t < T; ++t)
+    for (std::uint32_t blk = 0; blk < H / 128; ++blk) columns[blk * (T + 3) + t] = q.scales[t * (H / 128) + blk];
+  Buffer out_columns(T * H * 2);
+  moejit_fused_moe_args_t cm = b;
+  cm.hidden_scales = columns.data();
+  cm.hidden_scale_ld = 1;
+  cm.hidden_scale_k_stride = T + 3;
+  cm.output = out_columns.data;
+  REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &cm, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  CHECK(std::memcmp(out8.data, out_columns.data, out8.size) == 0);
+
   // The output is the layer: against fp64 of the unquantized inputs, FP8's few percent.
   const double err = fused_layer_error(out16, x, w13, w2, routing.ids, routing.weights, topk);
   MESSAGE("W4A8 fused layer through the C ABI, block128 scales: relative error " << err << " end to end");
@@ -255,6 +269,15 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   f = b;
   f.act_scale = static_cast<moejit_act_scale_t>(7);
   fails(f, {"'args->act_scale' = 7", "moejit_act_scale_t"});
+  f = a;  // bf16 hidden states: the layer quantizes them, their scales are its own
+  f.hidden_scale_k_stride = T + 3;
+  fails(f, {"'hidden_scale_k_stride' = 8", "only e4m3 hidden states with block128 scales"});
+  f = cm;
+  f.hidden_scale_ld = 0;
+  fails(f, {"'hidden_scale_ld' = 0 with hidden_scale_k_stride = 8", ">= 1"});
+  f = cm;
+  f.hidden_scale_k_stride = -2;
+  fails(f, {"'hidden_scale_k_stride' = -2"});
 
   // Warm-up's model description: E4M3 needs a scale granularity.
   moejit_model_desc_t m = mxfp4_model(H, I, E, topk, 4);
@@ -268,4 +291,84 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   CHECK(moejit_warmup(c.ctx, &m, &arch, 1, nullptr, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(moejit_last_error()).find("'model->act_scale' = 1 (token): expected MOEJIT_ACT_SCALE_NONE") !=
         std::string::npos);
+}
+
+TEST_CASE("C ABI: masked grouped GEMM reads DeepEP low-latency scale slabs [E][K / 128][m] in place") {
+  // DeepEP's low-latency dispatch gives each local expert m rows of e4m3 activations and their
+  // per-128 scales as one column-major [K / 128][m] slab per expert; with a_scale_ld 1,
+  // a_scale_k_stride m (here m + 2) and a_scale_expert_stride the slab size (here plus 3, gaps of
+  // NaN) the GEMM reads them where they are, and gives what row-major scales give, bit for bit.
+  TempDir dir;
+  Context c(dir);
+  const unsigned seed = std::random_device{}();
+  INFO("seed: " << seed);
+  std::mt19937 rng(seed);
+  constexpr std::uint32_t E = 3, N = 64, K = 512, B = K / 128;
+  constexpr std::int32_t m = 9;
+  const VllmWeights w = vllm_weights(rng, E, N, K);
+  moejit_weights_desc_t d = vllm_desc(w, MOEJIT_ROWS_PLAIN, nullptr);
+  d.act_dtype = MOEJIT_DTYPE_E4M3;
+  auto p = pack(c.ctx, d);
+  const Act8 x = quantize_rows(rng, E * m, K, 128);
+  std::vector<i32> counts = {m, 0, 5};  // an empty expert and a partial one
+  Buffer a(x.codes.size());
+  std::memcpy(a.data, x.codes.data(), x.codes.size());
+  constexpr std::int64_t k_stride = m + 2, expert_stride = B * k_stride + 3;
+  std::vector<float> slabs(E * expert_stride, std::nanf(""));
+  for (std::uint32_t e = 0; e < E; ++e)
+    for (std::int32_t t = 0; t < m; ++t)
+      for (std::uint32_t blk = 0; blk < B; ++blk)
+        slabs[e * expert_stride + blk * k_stride + t] = x.scales[(e * m + t) * B + blk];
+
+  auto run = [&](const float* scales, std::int64_t ld, std::int64_t ks, std::int64_t es, Buffer& out) {
+    std::memset(out.data, 0xff, out.size);
+    moejit_grouped_gemm_args_t g;
+    moejit_grouped_gemm_args_init(&g);
+    g.weights = &p->w;
+    g.act_dtype = MOEJIT_DTYPE_E4M3;
+    g.out_dtype = MOEJIT_DTYPE_F32;
+    g.layout = MOEJIT_LAYOUT_MASKED;
+    g.m = m;
+    g.a = a.data;
+    g.lda = K;
+    g.c = out.data;
+    g.ldc = N;
+    g.expert_counts = counts.data();
+    g.act_scale = MOEJIT_ACT_SCALE_BLOCK128;
+    g.a_scales = scales;
+    g.a_scale_ld = ld;
+    g.a_scale_k_stride = ks;
+    g.a_scale_expert_stride = es;
+    return g;
+  };
+  Buffer row_major(E * m * N * 4), in_place(E * m * N * 4);
+  moejit_grouped_gemm_args_t g = run(x.scales.data(), B, 0, 0, row_major);
+  REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  g = run(slabs.data(), 1, k_stride, expert_stride, in_place);
+  REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+  CHECK(std::memcmp(row_major.data, in_place.data, row_major.size) == 0);
+  // The written rows are finite and right (those of expert 1 and past expert 2's count stay
+  // poison in both).
+  std::size_t finite = 0;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(E * m * N); ++i) finite += std::isfinite(static_cast<const float*>(in_place.data)[i]);
+  CHECK(finite == static_cast<std::size_t>((m + 5) * N));
+
+  auto fails = [&](const moejit_grouped_gemm_args_t& bad, std::initializer_list<const char*> words) {
+    CHECK(moejit_grouped_gemm(c.ctx, &bad, nullptr) == MOEJIT_ERROR_INVALID_ARGUMENT);
+    const std::string message = moejit_last_error();
+    CAPTURE(message);
+    for (const char* word : words) CHECK(message.find(word) != std::string::npos);
+  };
+  moejit_grouped_gemm_args_t bad = run(slabs.data(), 1, k_stride, -1, in_place);
+  fails(bad, {"'args->a_scale_expert_stride' = -1", ">= 0"});
+  bad = run(slabs.data(), 1, -4, expert_stride, in_place);
+  fails(bad, {"'args->a_scale_k_stride' = -4"});
+  bad = run(slabs.data(), 0, k_stride, expert_stride, in_place);
+  fails(bad, {"'a_scale_ld' = 0 with a_scale_k_stride = 11", ">= 1"});
+  bad = run(slabs.data(), 1, k_stride, expert_stride, in_place);
+  bad.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+  fails(bad, {"'a_scale_k_stride' = 11", "only block128 scales"});
+  bad = run(slabs.data(), 1, k_stride, expert_stride, in_place);
+  bad.layout = MOEJIT_LAYOUT_CONTIGUOUS;
+  fails(bad, {"'args->a_scale_expert_stride' = 47", "MOEJIT_LAYOUT_MASKED"});
 }

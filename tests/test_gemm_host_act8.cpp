@@ -239,3 +239,36 @@ TEST_CASE("host grouped GEMM W4A8: MXFP4 through block-scaled mma's (sm_120a, sm
     run_gemm_case(*resolver, host, c, fresh_seed());
   }
 }
+
+TEST_CASE("host grouped GEMM W4A8: block128 scales given column-major and as masked expert slabs read in place, "
+          "bit for bit as row-major") {
+  // DeepEP's dispatch and DeepGEMM lay per-128 scales out [K / 128][rows] (low-latency
+  // dispatch: one [K / 128][m] slab per expert, the masked layout); the kernel reads them
+  // where they are (a_scale_k_stride, a_scale_expert_skew). Gaps of NaN between columns and
+  // slabs catch a read from the wrong place; each case also runs with row-major scales on the
+  // same data, and the outputs must be identical.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  int i = 0;
+  for (Arch arch : {Arch::sm_89, Arch::sm_90a, Arch::sm_120a}) {
+    CAPTURE(to_string(arch));
+    HostLauncher host(arch);
+    for (Layout layout : {Layout::indexed, Layout::contiguous, Layout::masked}) {
+      const bool mx = i++ % 2 == 0;
+      GemmCase c = act8_case(mx ? WeightFormat::mxfp4 : WeightFormat::int4_asym, mx ? DType::e8m0 : DType::bf16,
+                             mx ? 32 : 128, ActScale::block128);
+      c.layout = layout;
+      c.k = 512;
+      c.tokens = layout == Layout::masked ? 11 : 19;
+      c.out = DType::f32;
+      c.epilogue = layout == Layout::indexed ? Epilogue::silu_and_mul : Epilogue::none;
+      CAPTURE(to_string(layout));
+      const std::uint32_t seed = fresh_seed();
+      const GemmOutcome row_major = run_gemm_case(*resolver, host, c, seed);
+      c.a_scales_column_major = true;
+      const GemmOutcome column_major = run_gemm_case(*resolver, host, c, seed);
+      CHECK(column_major.written_rows > 0);
+      CHECK(column_major.output == row_major.output);
+    }
+  }
+}

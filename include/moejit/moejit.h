@@ -296,6 +296,17 @@ typedef struct moejit_grouped_gemm_args {
   const void* a_scales;          /* f32 (E4M3) or uint8_t E8M0 (E2M1) */
   int64_t a_scale_ld;            /* BLOCK128: floats between rows, at least K / 128; BLOCK32: bytes
                                     between rows, a multiple of 16 of at least K / 32 */
+  /* Added in 0.2 (read only when struct_size covers them; else 0): BLOCK128 scales stored
+     column-major, as DeepEP's dispatch and DeepGEMM lay them out, read in place: scale (row,
+     k / 128) is a_scales[row * a_scale_ld + (k / 128) * a_scale_k_stride]. E.g. [K / 128][rows]:
+     a_scale_ld 1, a_scale_k_stride rows (or more). Masked layout: row t of expert e reads
+     a_scales[e * a_scale_expert_stride + t * a_scale_ld + (k / 128) * a_scale_k_stride], so
+     DeepEP's low-latency [E][K / 128][m] slabs are a_scale_ld 1, a_scale_k_stride m,
+     a_scale_expert_stride (K / 128) * m. Other granularities and layouts: both 0. */
+  int64_t a_scale_k_stride;      /* floats between a row's consecutive 128-k blocks; 0 or 1:
+                                    row-major (a_scale_ld as above) */
+  int64_t a_scale_expert_stride; /* masked: floats between consecutive experts' scales; 0:
+                                    m * a_scale_ld (experts' rows follow each other) */
 } moejit_grouped_gemm_args_t;
 
 void moejit_grouped_gemm_args_init(moejit_grouped_gemm_args_t* args);
@@ -360,6 +371,12 @@ typedef struct moejit_fused_moe_args {
                                          16-byte aligned; in the memory of hidden */
   int64_t hidden_scale_ld;            /* BLOCK128: floats between rows, at least H / 128;
                                          BLOCK32: bytes, a multiple of 16 of at least H / 32 */
+  /* Added in 0.2 (read only when struct_size covers it; else 0): E4M3 hidden states with
+     BLOCK128 scales stored column-major (DeepEP's dispatch, DeepGEMM's MN-major layout), read in
+     place: scale (t, h / 128) is hidden_scales[t * hidden_scale_ld + (h / 128) *
+     hidden_scale_k_stride]; [H / 128][T] is hidden_scale_ld 1, hidden_scale_k_stride T (or more).
+     0 or 1: row-major. The layer's own scales (of the gate/up output) are row-major. */
+  int64_t hidden_scale_k_stride;
 } moejit_fused_moe_args_t;
 
 void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);

@@ -37,13 +37,17 @@ def _act_scale(weights: PackedWeights, act_scale: Optional[str], hidden_dtype: s
     return _ACT_SCALES[act_scale or "token"]
 
 
-def _check_scales(scales, name: str, rows: int, k: int, act_scale: int) -> int:
-    """Checks f32 scales of e4m3 rows (token: [rows]; block128: [rows, k/128]); returns their ld."""
+def _check_scales(scales, name: str, rows: int, k: int, act_scale: int, slabs: tuple = ()) -> None:
+    """Checks f32 scales of e4m3 rows: token [rows]; block128 [rows, k/128], or ``slabs + (k/128,)``
+    (the masked layout's [E, m, k/128]). Per-128 scales may be any strided view (column-major
+    ones, as DeepEP's dispatch gives them, are read in place)."""
     if act_scale == _ACT_SCALES["token"]:
         _arrays.check(scales, name, ("f32",), (rows,))
-        return 0
+        return
+    if slabs and len(getattr(scales, "shape", ())) == 3:
+        _arrays.check(scales, name, ("f32",), slabs + (k // 128,))
+        return
     _arrays.check(scales, name, ("f32",), (rows, k // 128))
-    return k // 128
 
 
 def _default_out(act_dtype: str) -> str:
@@ -95,7 +99,8 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     w13 and w2 packed with act_dtype="e4m3" both GEMMs run on FP8 activations with f32 scales
     per token (act_scale "token", the default) or per 128 columns ("block128"); hidden is then
     bf16/f16 (quantized by the layer) or float8_e4m3fn with hidden_scales (f32 [T], or
-    [T, H/128]) quantized as moejit.h describes; output defaults to bf16. W4A4 (sm_120a /
+    [T, H/128], row-major or any strided view such as DeepEP's column-major one) quantized as
+    moejit.h describes; output defaults to bf16. W4A4 (sm_120a /
     sm_121a): with MXFP4 weights packed with act_dtype="e2m1" both GEMMs run on MXFP4 activations
     (E8M0 scales per 32, act_scale "block32"), hidden bf16/f16 quantized by the layer (e2m1
     hidden states quantized by the caller go through the C ABI). Returns output.
@@ -111,9 +116,8 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     if w13.act_dtype == "e2m1" and act_dtype == "e4m3":
         raise invalid("argument 'hidden' is float8_e4m3fn, but the weights were packed for e2m1 activations: "
                       "expected bf16/f16 hidden states, which the layer quantizes to MXFP4")
-    scale_ld = 0
     if act_dtype == "e4m3":
-        scale_ld = _check_scales(hidden_scales, "hidden_scales", tokens, w13.k, scale)
+        _check_scales(hidden_scales, "hidden_scales", tokens, w13.k, scale)
     elif hidden_scales is not None:
         raise invalid(f"argument 'hidden_scales' is given with {act_dtype} hidden states: expected None (scales "
                       "come with float8_e4m3fn hidden states)")
@@ -153,7 +157,7 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     stream = _arrays.current_stream(ctx.memory, hidden) if stream is None else stream
     _core.fused_moe(ctx._core, w13._packed, w2._packed, DTYPES[act_dtype], DTYPES[out_dtype], _activation(activation),
                     tokens, topk, int(global_experts), int(max_tokens), scale, _arrays.for_core(act), hidden_scales,
-                    scale_ld, topk_ids, topk_weights, expert_map, _arrays.for_core(output), workspace, int(stream))
+                    topk_ids, topk_weights, expert_map, _arrays.for_core(output), workspace, int(stream))
     return output
 
 
@@ -253,16 +257,17 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
     (act-and-mul weights; C has N/2 columns) or "topk_weight" (indexed; topk_weights [m]).
     c is allocated when None. workspace: uint8, zero-filled once before first use (moejit leaves
     it zero); allocated zeroed when None. W4A8: a float8_e4m3fn with weights packed for e4m3 and
-    a_scales f32 per row of a ("token", [rows]) or per row and 128 k ("block128", [rows, K/128]);
-    c defaults to bf16. Returns c.
+    a_scales f32 per row of a ("token", [rows]) or per row and 128 k ("block128", [rows, K/128];
+    masked: or [E, max_m, K/128]; any strided view, e.g. DeepEP's column-major scales, is read in
+    place); c defaults to bf16. Returns c.
     """
     _check_weights(weights, "weights")
     layout_code, epilogue_code, out_cols, m = _gemm_shape(weights, layout, epilogue, a, m, a_row_divisor)
     act_dtype, scale = _gemm_act(weights, a, act_scale)
-    scale_ld = 0
     if act_dtype == "e4m3":
         a_rows = math.prod(int(extent) for extent in a.shape[:-1])
-        scale_ld = _check_scales(a_scales, "a_scales", a_rows, weights.k, scale)
+        slabs = tuple(int(extent) for extent in a.shape[:-1]) if layout == "masked" else ()
+        _check_scales(a_scales, "a_scales", a_rows, weights.k, scale, slabs)
     elif a_scales is not None:
         raise invalid(f"argument 'a_scales' is given with {act_dtype} rows: expected None")
     rows_shape = (m,) if layout == "indexed" else tuple(a.shape[:-1])
@@ -292,7 +297,7 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
     stream = _arrays.current_stream(ctx.memory, a) if stream is None else stream
     _core.grouped_gemm(ctx._core, weights._packed, DTYPES[act_dtype], DTYPES[out_dtype], layout_code, epilogue_code, m,
                        int(block_size), int(a_row_divisor), int(rows_per_expert_hint), scale, _arrays.for_core(a),
-                       int(a.shape[-1]), a_scales, scale_ld, _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids,
+                       int(a.shape[-1]), a_scales, _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids,
                        expert_ids,
                        num_tokens_post_pad, expert_offsets, expert_counts, topk_weights, workspace, int(stream))
     return c

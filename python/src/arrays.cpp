@@ -28,11 +28,7 @@ const char* device_name(int32_t type) {
   }
 }
 
-}  // namespace
-
-const void* data_of(const Array& a, const char* name, const Memory& memory) {
-  if (!c_contiguous(a))
-    invalid_argument(std::string("argument '") + name + "' is not contiguous: expected a C-contiguous array");
+void check_memory(const Array& a, const char* name, const Memory& memory) {
   const int32_t type = a.device_type();
   if (memory.on_device) {
     if (type != nb::device::cuda::value || a.device_id() != memory.device)
@@ -43,7 +39,39 @@ const void* data_of(const Array& a, const char* name, const Memory& memory) {
     invalid_argument(std::string("argument '") + name + "' is in " + device_name(type) +
                      " memory: expected host (cpu) memory, as the context runs on the host backend");
   }
+}
+
+}  // namespace
+
+const void* data_of(const Array& a, const char* name, const Memory& memory) {
+  if (!c_contiguous(a))
+    invalid_argument(std::string("argument '") + name + "' is not contiguous: expected a C-contiguous array");
+  check_memory(a, name, memory);
   return a.data();
+}
+
+StridedArray optional_strided_of(const nb::handle& array, const char* name, const Memory& memory) {
+  StridedArray out;
+  if (array.is_none()) return out;
+  Array a;
+  if (!nb::try_cast(array, a, /*convert=*/false))
+    invalid_argument(std::string("argument '") + name + "' is a " + nb::type_name(array.type()).c_str() +
+                     ": expected an array (DLPack or buffer protocol) or None");
+  if (a.ndim() < 1 || a.ndim() > 3)
+    invalid_argument(std::string("argument '") + name + "' has " + std::to_string(a.ndim()) +
+                     " dimensions: expected 1 to 3");
+  check_memory(a, name, memory);
+  out.data = a.data();
+  out.ndim = a.ndim();
+  for (size_t d = 0; d < a.ndim(); ++d) {
+    out.shape[d] = static_cast<int64_t>(a.shape(d));
+    // An extent of 1 is never stepped over: its stride says nothing (torch gives it any value).
+    out.stride[d] = a.shape(d) == 1 ? 0 : a.stride(d);
+    if (out.stride[d] < 0)
+      invalid_argument(std::string("argument '") + name + "' has a negative stride: expected a view with positive "
+                       "strides");
+  }
+  return out;
 }
 
 void* data_of(const MutableArray& a, const char* name, const Memory& memory) {

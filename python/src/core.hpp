@@ -45,6 +45,17 @@ void* data_of(const MutableArray& array, const char* name, const Memory& memory)
 // As above for an optional argument: nullptr for None.
 const void* optional_data_of(const nb::handle& array, const char* name, const Memory& memory);
 
+// A scale array the C ABI reads through strides (per-128 activation scales may be column-major,
+// as DeepEP and DeepGEMM give them): its data pointer and its strides in elements, after checking
+// where it lives; up to 3 dimensions, no contiguity required. Null data for None.
+struct StridedArray {
+  const void* data = nullptr;
+  size_t ndim = 0;
+  int64_t shape[3] = {0, 0, 0};
+  int64_t stride[3] = {0, 0, 0};
+};
+StridedArray optional_strided_of(const nb::handle& array, const char* name, const Memory& memory);
+
 // A writable array's memory and size in bytes (null and 0 for None): outputs, workspaces and
 // packed buffers.
 struct Buffer {

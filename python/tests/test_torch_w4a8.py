@@ -76,6 +76,22 @@ def test_fused_w4a8_wrapper_matches_the_numpy_call_and_the_caller_quantization(h
     assert error < 0.1, f"W4A8 end-to-end relative error {error:.3f}"
 
 
+def test_fused_w4a8_column_major_scales_as_deepep_gives_them(host_ctx, rng):
+    """DeepEP's dispatch returns per-128 scales as a [T, H/128] view of column-major storage
+    (stride (1, T')): the op reads them in place and gives what contiguous scales give."""
+    _, _, p13, p2 = packed_layer(rng, host_ctx)
+    ids, weights = routing(rng, T)
+    q, scales = quantize_e4m3(bf16_hidden(rng, T), True)
+    storage = torch.full((H // 128, T + 4), float("nan"))
+    storage[:, :T] = scales.t()
+    view = storage[:, :T].t()
+    assert view.stride() == (1, T + 4)
+    rows = mt.fused_moe(q, p13, p2, weights, ids, act_scale="block128", hidden_scales=scales)
+    columns = mt.fused_moe(q, p13, p2, weights, ids, act_scale="block128", hidden_scales=view,
+                           output=poisoned((T, H)))
+    assert torch.equal(rows, columns)
+
+
 def test_fused_w4a8_op_with_its_own_workspace_size(host_ctx, rng):
     _, _, p13, p2 = packed_layer(rng, host_ctx)
     hidden = bf16_hidden(rng, T)

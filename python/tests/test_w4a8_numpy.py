@@ -79,3 +79,47 @@ def test_w4a8_mix_ups_name_the_argument(host_ctx, rng):
     with pytest.raises(moejit.InvalidArgumentError, match="act_dtype"):
         moejit.pack_weights(host_ctx, format="mxfp4", act_dtype="e5m2",
                             **ref.to_vllm_mxfp4(ref.random_quant_weights(rng, "mxfp4", E, 64, H, 32, "bf16")))
+
+
+def column_major(x: np.ndarray, pad: int) -> np.ndarray:
+    """x's values in a column-major view whose columns are ``pad`` elements longer (NaN there), as
+    DeepEP's dispatch gives per-128 scales: strides (1, rows + pad)."""
+    rows, cols = x.shape
+    storage = np.full((cols, rows + pad), np.nan, dtype=x.dtype)
+    storage[:, :rows] = x.T
+    view = storage[:, :rows].T
+    assert view.strides == (x.itemsize, (rows + pad) * x.itemsize)
+    return view
+
+
+def test_fused_w4a8_column_major_hidden_scales_read_in_place(host_ctx, rng):
+    _, _, p13, p2 = layer(rng, host_ctx, "e4m3")
+    hidden = rng.standard_normal((T, H)).astype(ml_dtypes.bfloat16)
+    ids, weights = ref.random_routing(rng, T, TOPK, E)
+    q, scales = quantize_e4m3(hidden, True)
+    rows = moejit.fused_moe(host_ctx, q, p13, p2, weights, ids, act_scale="block128", hidden_scales=scales)
+    columns = moejit.fused_moe(host_ctx, q, p13, p2, weights, ids, act_scale="block128",
+                               hidden_scales=column_major(scales, 3))
+    assert np.array_equal(rows.view(np.uint16), columns.view(np.uint16))
+
+
+def test_grouped_gemm_masked_deepep_scale_slabs(host_ctx, rng):
+    """DeepEP's low-latency dispatch: per expert m rows of e4m3 and a column-major [K/128, m] slab
+    of scales, given as an [E, m, K/128] view: the same output as row-major scales."""
+    w = ref.random_quant_weights(rng, "mxfp4", E, 64, H, 32, "bf16")
+    packed = moejit.pack_weights(host_ctx, format="mxfp4", act_dtype="e4m3", **ref.to_vllm_mxfp4(w))
+    m = 6
+    counts = np.array([m, 0, 4, 1], dtype=np.int32)
+    x = rng.standard_normal((E * m, H)).astype(np.float32)
+    q, scales = quantize_e4m3(x, True)
+    a = q.reshape(E, m, H)
+    flat = moejit.grouped_gemm(host_ctx, a, packed, layout="masked", expert_counts=counts, out_dtype="f32",
+                               act_scale="block128", a_scales=scales)
+    slabs = np.full((E, H // 128, m + 2), np.nan, dtype=np.float32)
+    slabs[:, :, :m] = scales.reshape(E, m, H // 128).transpose(0, 2, 1)
+    view = slabs[:, :, :m].transpose(0, 2, 1)  # [E, m, K/128], strides (K/128 (m + 2), 1, m + 2)
+    in_place = moejit.grouped_gemm(host_ctx, a, packed, layout="masked", expert_counts=counts, out_dtype="f32",
+                                   act_scale="block128", a_scales=view)
+    for e, count in enumerate(counts):
+        assert np.array_equal(flat[e, :count], in_place[e, :count]), f"expert {e}"
+        assert np.isfinite(in_place[e, :count]).all()

@@ -32,6 +32,7 @@ Result<dispatch::FusedMoeRequest> fused_request(const moejit_fused_moe_args_t* a
     r.hidden_scales = a->hidden_scales;
     r.hidden_scale_ld = a->hidden_scale_ld;
   }
+  if (MOEJIT_STRUCT_HAS(a, hidden_scale_k_stride)) r.hidden_scale_k_stride = a->hidden_scale_k_stride;
   return r;
 }
 

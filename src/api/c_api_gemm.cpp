@@ -31,6 +31,22 @@ Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args
     r.params.a_scales = a->a_scales;
     r.params.a_scale_ld = a->a_scale_ld;
   }
+  if (MOEJIT_STRUCT_HAS(a, a_scale_expert_stride)) {
+    if (a->a_scale_k_stride < 0)
+      return error(Code::invalid_argument, "argument 'args->a_scale_k_stride' = {}: expected >= 0 (0 or 1: row-major)",
+                   a->a_scale_k_stride);
+    if (a->a_scale_expert_stride < 0)
+      return error(Code::invalid_argument,
+                   "argument 'args->a_scale_expert_stride' = {}: expected >= 0 (0: m * a_scale_ld)", a->a_scale_expert_stride);
+    if (a->a_scale_expert_stride != 0 && a->layout != MOEJIT_LAYOUT_MASKED)
+      return error(Code::invalid_argument,
+                   "argument 'args->a_scale_expert_stride' = {}: expected 0 outside MOEJIT_LAYOUT_MASKED",
+                   a->a_scale_expert_stride);
+    r.params.a_scale_k_stride = a->a_scale_k_stride;
+    // The kernel adds e * skew to row (e * m + t)'s offset: skew = stride - m * a_scale_ld.
+    if (a->a_scale_expert_stride != 0)
+      r.params.a_scale_expert_skew = a->a_scale_expert_stride - static_cast<std::int64_t>(a->m) * a->a_scale_ld;
+  }
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
     return error(Code::invalid_argument, "argument 'args->out_dtype' = {}: expected BF16, F16 or F32", to_string(r.out));
   MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));

@@ -202,6 +202,13 @@ Status check_data(const FusedMoeRequest& r) {
   }
   if (r.expert_map != nullptr && reinterpret_cast<std::uintptr_t>(r.expert_map) % 4 != 0)
     return error(Code::invalid_argument, "argument 'expert_map': expected 4-byte alignment");
+  if (r.hidden_scale_k_stride < 0 ||
+      (r.hidden_scale_k_stride > 1 && !(r.act == DType::e4m3 && r.act_scale == ActScale::block128)))
+    return error(Code::invalid_argument,
+                 "argument 'hidden_scale_k_stride' = {}: expected 0 or 1 (row-major){}", r.hidden_scale_k_stride,
+                 r.act == DType::e4m3 && r.act_scale == ActScale::block128
+                     ? ""
+                     : " (only e4m3 hidden states with block128 scales may give them column-major)");
   if (r.act == DType::e2m1) {
     if (r.hidden_scales == nullptr || reinterpret_cast<std::uintptr_t>(r.hidden_scales) % 16 != 0)
       return error(Code::invalid_argument,
@@ -218,10 +225,16 @@ Status check_data(const FusedMoeRequest& r) {
       return error(Code::invalid_argument,
                    "argument 'hidden_scales' = {}: expected the f32 scales of the e4m3 hidden states, 4-byte aligned",
                    r.hidden_scales);
-    if (r.act_scale == ActScale::block128 && r.hidden_scale_ld < r.w13.k / 128)
+    const bool column_major = r.hidden_scale_k_stride > 1;
+    if (r.act_scale == ActScale::block128 && !column_major && r.hidden_scale_ld < r.w13.k / 128)
       return error(Code::invalid_argument,
                    "argument 'hidden_scale_ld' = {}: expected at least hidden / 128 = {} (one f32 per 128 columns)",
                    r.hidden_scale_ld, r.w13.k / 128);
+    if (r.act_scale == ActScale::block128 && column_major && r.hidden_scale_ld < 1)
+      return error(Code::invalid_argument,
+                   "argument 'hidden_scale_ld' = {} with hidden_scale_k_stride = {} (column-major scales): expected >= 1 "
+                   "(floats between tokens)",
+                   r.hidden_scale_ld, r.hidden_scale_k_stride);
   }
   return {};
 }
@@ -273,6 +286,7 @@ struct LayerBuffers {
   const void* up_a = nullptr;    // the gate/up GEMM's A: the hidden states, or their quantized copy
   const void* up_scales = nullptr;
   std::int64_t up_scale_ld = 0;
+  std::int64_t up_scale_k_stride = 0;  // the caller's column-major block128 scales; 0: row-major
   const void* down_a = nullptr;  // the down GEMM's A: the intermediate, or its quantized copy
   const void* down_scales = nullptr;
   std::int64_t down_scale_ld = 0;
@@ -301,6 +315,7 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBu
   up.params.lda = hidden;
   up.params.a_scales = b.up_scales;
   up.params.a_scale_ld = b.up_scale_ld;
+  up.params.a_scale_k_stride = b.up_scale_k_stride;
   up.params.c = b.intermediate;
   up.params.ldc = inter;
   up.params.sorted_token_ids = b.sorted;
@@ -317,6 +332,7 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBu
   down.params.lda = inter;
   down.params.a_scales = b.down_scales;
   down.params.a_scale_ld = b.down_scale_ld;
+  down.params.a_scale_k_stride = 0;  // the layer's own scales: row-major
   down.params.c = b.pairs;
   down.params.ldc = hidden;
   down.params.a_row_divisor = 1;
@@ -423,6 +439,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   if (is_quantized(r)) {
     b.up_scales = r.hidden_scales;
     b.up_scale_ld = r.act_scale == ActScale::token ? 0 : r.hidden_scale_ld;
+    b.up_scale_k_stride = r.act_scale == ActScale::block128 ? r.hidden_scale_k_stride : 0;
     b.down_a = ws + l.intermediate_q;
     b.down_scales = ws + l.intermediate_scales;
     b.down_scale_ld = scale_stride(r.act_scale, r.w2.k);
@@ -435,6 +452,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
     b.up_a = ws + l.hidden_q;
     b.up_scales = ws + l.hidden_scales;
     b.up_scale_ld = scale_stride(r.act_scale, hidden);
+    b.up_scale_k_stride = 0;
   }
 
   // 3-4. Gate/up projection with the activation (then, for quantized activations, its output

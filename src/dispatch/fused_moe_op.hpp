@@ -39,6 +39,7 @@ struct FusedMoeRequest {
   // [T, hidden_scale_ld] (block32, 16-byte aligned rows)
   const void* hidden_scales = nullptr;
   std::int64_t hidden_scale_ld = 0;          // block128: at least H / 128; block32: H / 32 rounded up to 16
+  std::int64_t hidden_scale_k_stride = 0;    // block128 only: > 1 for column-major scales (moejit.h)
 };
 
 // Checks shapes and dtypes and returns the workspace the request needs for any T up to its

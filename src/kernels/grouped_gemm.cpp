@@ -261,12 +261,30 @@ Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p
                    "k of a row, 16-byte aligned rows)",
                    p.a_scale_ld, s.k / 32);
   }
+  const bool block128 = act8 && s.act_scale == ActScale::block128;
+  const bool column_major = p.a_scale_k_stride > 1;
+  if (!block128 && (p.a_scale_k_stride > 1 || p.a_scale_expert_skew != 0))
+    return error(Code::invalid_argument,
+                 "argument 'a_scale_k_stride' = {} with a_scale_expert_skew = {}: expected 0 or 1 and 0 (only "
+                 "block128 scales may be stored column-major or in expert slabs; these are {} with act {})",
+                 p.a_scale_k_stride, p.a_scale_expert_skew, to_string(s.act_scale), to_string(s.act));
+  if (p.a_scale_k_stride < 0)
+    return error(Code::invalid_argument, "argument 'a_scale_k_stride' = {}: expected >= 0 (0 or 1: row-major)",
+                 p.a_scale_k_stride);
+  if (p.a_scale_expert_skew != 0 && s.layout != Layout::masked)
+    return error(Code::invalid_argument, "argument 'a_scale_expert_skew' = {}: expected 0 outside the masked layout",
+                 p.a_scale_expert_skew);
   if (act8) {
     MOEJIT_TRY(need(p.a_scales, "a_scales", 4, "e4m3 activations"));
-    if (s.act_scale == ActScale::block128 && p.a_scale_ld < s.k / 128)
+    if (block128 && !column_major && p.a_scale_ld < s.k / 128)
       return error(Code::invalid_argument,
                    "argument 'a_scale_ld' = {}: expected at least k / 128 = {} (one f32 scale per 128 k of a row)",
                    p.a_scale_ld, s.k / 128);
+    if (block128 && column_major && p.a_scale_ld < 1)
+      return error(Code::invalid_argument,
+                   "argument 'a_scale_ld' = {} with a_scale_k_stride = {} (column-major scales): expected >= 1 (f32 "
+                   "elements between rows)",
+                   p.a_scale_ld, p.a_scale_k_stride);
   }
   MOEJIT_TRY(need(p.b, "b", 16, "every GEMM"));
   MOEJIT_TRY(need(p.b_scales, "b_scales", 16, "every GEMM"));

@@ -342,12 +342,19 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // x / 2^e in [1, 2) (x * 2^127 for a subnormal x), the f32 factor; both exact.
   float a_block_scale[S::kMTiles][2];
   [[maybe_unused]] u32 a_scale_byte[S::kMTiles];  // block-scaled mma's: the A scale this lane gives (row g + 8 (t % 2))
+  // block128: the scales of the k block's column, for the layout the caller gave (row-major,
+  // column-major, masked slabs: grouped_gemm_params.cuh).
+  [[maybe_unused]] const i64 a_scale_k_stride = p.a_scale_k_stride != 0 ? p.a_scale_k_stride : 1;
+  [[maybe_unused]] const i64 a_scale_expert_base =
+      Spec::layout == kernel_enum::masked ? static_cast<i64>(work.expert) * p.a_scale_expert_skew : 0;
   auto load_a_block_scales = [&](u32 k0) {
     for (u32 mt = 0; mt < S::kMTiles; ++mt) {
       u32 byte[2];
       for (u32 h = 0; h < 2; ++h) {
         const i32 row = a_scale_row[warp_m * S::WM + mt * 16 + g + 8 * h];
-        const i64 at = S::kActScaleBlock ? static_cast<i64>(row) * p.a_scale_ld + k0 / 128 : row;
+        const i64 at = S::kActScaleBlock ? static_cast<i64>(row) * p.a_scale_ld + (k0 / 128) * a_scale_k_stride +
+                                               a_scale_expert_base
+                                         : row;
         float x = row >= 0 ? static_cast<const float*>(p.a_scales)[at] : 0.0f;
         if constexpr (S::kBlockScaleMma) {
           const u32 bits = twin::f32_bits(x);

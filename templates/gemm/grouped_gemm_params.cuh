@@ -200,6 +200,13 @@ struct GroupedGemmParams {
   // rows 16-byte aligned (a_scale_ld a multiple of 16).
   const void* a_scales;
   i64 a_scale_ld;
+  // block128 scales stored column-major, as DeepEP's dispatch and DeepGEMM lay them out: the
+  // 128-k block b of a row is a_scale_k_stride elements from block b - 1 (0 or 1: row-major),
+  // so a_scales[row * a_scale_ld + (k / 128) * a_scale_k_stride]; masked layout: expert e's
+  // scales begin e * a_scale_expert_skew elements past those of row e * m, which reads
+  // [E][K / 128][m] slabs in place (a_scale_ld 1, a_scale_k_stride m, skew (K / 128 - 1) m).
+  i64 a_scale_k_stride;
+  i64 a_scale_expert_skew;
   // B: packed weights, scales ([E][K/group][N], scale dtype) and, for int4_asym, zero points.
   const u8* b;
   const void* b_scales;
