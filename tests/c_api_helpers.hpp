@@ -150,6 +150,24 @@ inline moejit_model_desc_t mxfp4_model(std::uint32_t hidden, std::uint32_t inter
   return m;
 }
 
+// Arguments of a masked-layout grouped GEMM ([E, m, k] rows, counts[E] valid) with an f32 output.
+inline moejit_grouped_gemm_args_t masked_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k,
+                                              void* c, std::uint32_t n, std::int32_t m, const std::vector<i32>& counts) {
+  moejit_grouped_gemm_args_t g;
+  moejit_grouped_gemm_args_init(&g);
+  g.weights = &p.w;
+  g.act_dtype = act;
+  g.out_dtype = MOEJIT_DTYPE_F32;
+  g.layout = MOEJIT_LAYOUT_MASKED;
+  g.m = m;
+  g.a = a;
+  g.lda = k;
+  g.c = c;
+  g.ldc = n;
+  g.expert_counts = counts.data();
+  return g;
+}
+
 // Arguments of a contiguous-layout grouped GEMM of offsets.back() rows with an f32 output.
 inline moejit_grouped_gemm_args_t contiguous_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k,
                                                   void* c, std::uint32_t n, const std::vector<i32>& offsets) {

@@ -322,18 +322,7 @@ TEST_CASE("C ABI: masked grouped GEMM reads DeepEP low-latency scale slabs [E][K
 
   auto run = [&](const float* scales, std::int64_t ld, std::int64_t ks, std::int64_t es, Buffer& out) {
     std::memset(out.data, 0xff, out.size);
-    moejit_grouped_gemm_args_t g;
-    moejit_grouped_gemm_args_init(&g);
-    g.weights = &p->w;
-    g.act_dtype = MOEJIT_DTYPE_E4M3;
-    g.out_dtype = MOEJIT_DTYPE_F32;
-    g.layout = MOEJIT_LAYOUT_MASKED;
-    g.m = m;
-    g.a = a.data;
-    g.lda = K;
-    g.c = out.data;
-    g.ldc = N;
-    g.expert_counts = counts.data();
+    moejit_grouped_gemm_args_t g = masked_args(*p, MOEJIT_DTYPE_E4M3, a.data, K, out.data, N, m, counts);
     g.act_scale = MOEJIT_ACT_SCALE_BLOCK128;
     g.a_scales = scales;
     g.a_scale_ld = ld;
