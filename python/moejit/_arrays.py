@@ -77,6 +77,8 @@ def _torch_dtype_names() -> dict:
              torch.uint8: "u8", torch.int64: "i64", torch.float64: "f64", torch.int8: "i8"}
     if hasattr(torch, "float8_e4m3fn"):
         names[torch.float8_e4m3fn] = "e4m3"
+    if hasattr(torch, "float4_e2m1fn_x2"):
+        names[torch.float4_e2m1fn_x2] = "e2m1x2"  # two e2m1 codes per byte
     return names
 
 
@@ -89,9 +91,18 @@ def for_core(x: Any) -> Any:
             return x.view(np.uint16)
         if x.dtype.name == "float8_e4m3fn":
             return x.view(np.uint8)
-    elif is_torch(x) and dtype_name(x) == "e4m3":
+    elif is_torch(x) and dtype_name(x) in ("e4m3", "e2m1x2"):
         return x.view(_torch().uint8)
     return x
+
+
+def row_stride_bytes(x: Any) -> int:
+    """Bytes from one row of a 2-D array to the next."""
+    if is_torch(x):
+        return int(x.stride(0)) * x.element_size()
+    if isinstance(x, np.ndarray):
+        return int(x.strides[0])
+    return int(x.shape[1]) * np.dtype(x.dtype).itemsize  # other DLPack arrays: as if contiguous
 
 
 def device_of(x: Any) -> tuple[str, int]:

@@ -50,9 +50,25 @@ def _check_scales(scales, name: str, rows: int, k: int, act_scale: int, slabs: t
     _arrays.check(scales, name, ("f32",), (rows, k // 128))
 
 
+def _check_mx_scales(scales, name: str, rows: int, k: int) -> None:
+    """Checks the E8M0 bytes of e2m1 rows: uint8 [rows, >= k/32], rows 16 bytes apart (the
+    kernels read them in 16-byte words)."""
+    if scales is None:
+        raise invalid(f"argument '{name}' is None: expected the E8M0 scales (uint8 [{rows}, >= {k // 32}]) of the "
+                      "e2m1 hidden states")
+    _arrays.check(scales, name, ("u8",), (rows, None))
+    if int(scales.shape[1]) < k // 32:
+        raise invalid(f"argument '{name}' has shape {list(scales.shape)}: expected [{rows}, >= {k // 32}] (one E8M0 "
+                      "byte per 32 columns)")
+    step = _arrays.row_stride_bytes(scales)
+    if rows > 1 and step % 16 != 0:
+        raise invalid(f"argument '{name}' has rows {step} bytes apart: expected a multiple of 16 (e.g. a [:, :{k // 32}] "
+                      f"view of a [{rows}, {(k // 32 + 15) // 16 * 16}] array)")
+
+
 def _default_out(act_dtype: str) -> str:
-    """The output dtype when none is given: the activations', bf16 for e4m3 ones."""
-    return "bf16" if act_dtype == "e4m3" else act_dtype
+    """The output dtype when none is given: the activations', bf16 for e4m3 and e2m1 ones."""
+    return "bf16" if act_dtype in ("e4m3", "e2m1") else act_dtype
 
 
 def _activation(activation: str) -> int:
@@ -102,22 +118,31 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     [T, H/128], row-major or any strided view such as DeepEP's column-major one) quantized as
     moejit.h describes; output defaults to bf16. W4A4 (sm_120a /
     sm_121a): with MXFP4 weights packed with act_dtype="e2m1" both GEMMs run on MXFP4 activations
-    (E8M0 scales per 32, act_scale "block32"), hidden bf16/f16 quantized by the layer (e2m1
-    hidden states quantized by the caller go through the C ABI). Returns output.
+    (E8M0 scales per 32, act_scale "block32"), hidden bf16/f16 quantized by the layer, or the
+    caller's MXFP4: uint8 [T, H/2] (torch.float4_e2m1fn_x2 too), two codes per byte, the even
+    column in the low nibble, with hidden_scales uint8 [T, >= H/32] E8M0 bytes whose rows start a
+    multiple of 16 bytes apart (a [:, :H/32] view of [T, 16 n] is fine), quantized as moejit.h
+    describes. Returns output.
     On CUDA memory the call is queued on ``stream`` (default: torch's current stream for torch
     tensors, else the legacy default stream) without synchronizing the host.
     """
     _check_weights(w13, "w13")
     _check_weights(w2, "w2")
-    act = _arrays.check(hidden, "hidden", _ACT_DTYPES + ("e4m3",), (None, w13.k))
+    if w13.act_dtype == "e2m1" and _arrays.is_array(hidden) and _arrays.dtype_name(hidden) in ("u8", "e2m1x2"):
+        act = _arrays.check(hidden, "hidden", ("u8", "e2m1x2"), (None, w13.k // 2))
+        act_dtype = "e2m1"  # two e2m1 codes per byte
+    else:
+        act = _arrays.check(hidden, "hidden", _ACT_DTYPES + ("e4m3",), (None, w13.k))
+        act_dtype = _arrays.dtype_name(act)
     tokens = int(hidden.shape[0])
-    act_dtype = _arrays.dtype_name(act)
     scale = _act_scale(w13, act_scale, act_dtype)
     if w13.act_dtype == "e2m1" and act_dtype == "e4m3":
         raise invalid("argument 'hidden' is float8_e4m3fn, but the weights were packed for e2m1 activations: "
                       "expected bf16/f16 hidden states, which the layer quantizes to MXFP4")
     if act_dtype == "e4m3":
         _check_scales(hidden_scales, "hidden_scales", tokens, w13.k, scale)
+    elif act_dtype == "e2m1":
+        _check_mx_scales(hidden_scales, "hidden_scales", tokens, w13.k)
     elif hidden_scales is not None:
         raise invalid(f"argument 'hidden_scales' is given with {act_dtype} hidden states: expected None (scales "
                       "come with float8_e4m3fn hidden states)")
@@ -139,8 +164,8 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
     if tokens == 0:
         return output  # nothing routed, nothing written
     if apply_router_weight_on_input:
-        if act_dtype == "e4m3":
-            raise invalid("apply_router_weight_on_input with float8_e4m3fn hidden states: expected bf16/f16 ones "
+        if act_dtype in ("e4m3", "e2m1"):
+            raise invalid(f"apply_router_weight_on_input with {act_dtype} hidden states: expected bf16/f16 ones "
                           "(the weight scales the row before quantization)")
         if topk != 1:
             raise invalid(f"apply_router_weight_on_input with topk = {topk}: expected topk = 1 (the weight of a "

@@ -16,19 +16,27 @@ const moejit_packed_weights_t* weights_of(const Packed& w, const Context& ctx, c
   return &w.get();
 }
 
-// f32 activation scales as the C ABI reads them: per token a contiguous [rows]; per 128 k
+// Activation scales as the C ABI reads them: f32 per token a contiguous [rows]; f32 per 128 k
 // [rows, K / 128] (masked: or [E, m, K / 128]) through the array's strides, row-major or
-// column-major (DeepEP's dispatch and DeepGEMM give them column-major).
+// column-major (DeepEP's dispatch and DeepGEMM give them column-major); E8M0 bytes per 32 k
+// [rows, >= K / 32] with their row stride.
 struct ScaleLayout {
-  const float* data = nullptr;
+  const void* data = nullptr;
   int64_t ld = 0, k_stride = 0, expert_stride = 0;
 };
 
 ScaleLayout scale_layout(const nb::handle& array, int act_scale, const char* name, const Memory& memory) {
   const StridedArray s = optional_strided_of(array, name, memory);
   ScaleLayout l;
-  l.data = static_cast<const float*>(s.data);
+  l.data = s.data;
   if (s.data == nullptr) return l;
+  if (act_scale == MOEJIT_ACT_SCALE_BLOCK32) {
+    // E8M0 bytes of e2m1 rows: [rows, >= K / 32], each row's bytes contiguous.
+    if (s.ndim != 2 || s.stride[1] > 1)
+      invalid_argument(std::string("argument '") + name + "' is not a [rows, K / 32] uint8 array with contiguous rows");
+    l.ld = s.stride[0] != 0 ? s.stride[0] : (s.shape[1] + 15) / 16 * 16;  // one row: any multiple of 16 fits
+    return l;
+  }
   if (act_scale != MOEJIT_ACT_SCALE_BLOCK128) {
     if (s.ndim != 1 || s.stride[0] > 1)
       invalid_argument(std::string("argument '") + name + "' is not contiguous: expected a contiguous [rows] of "

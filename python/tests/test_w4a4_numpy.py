@@ -45,6 +45,66 @@ def test_fused_w4a4_on_16_bit_hidden_states(blackwell_ctx, rng, hidden_dtype):
     assert error < 0.3, f"W4A4 end-to-end relative error {error:.3f}"
 
 
+def quantize_mxfp4(x: np.ndarray, scale_columns: int):
+    """moejit.h's recipe, written from its words: per 32 columns amax = max |x|, scale = 2^e for the
+    smallest e >= -127 with 6 * 2^e >= amax (1 for amax 0; E8M0 0xFF where the block holds NaN or
+    inf), q = e2m1(x / scale) to nearest even; two codes per byte, the even column in the low
+    nibble. Returns the packed codes [T, H/2] and the E8M0 bytes [T, scale_columns] (the rest 0)."""
+    x = np.asarray(x, dtype=np.float32)
+    rows, cols = x.shape
+    blocks = x.reshape(rows, cols // 32, 32)
+    scales = np.zeros((rows, scale_columns), dtype=np.uint8)
+    codes = np.zeros((rows, cols), dtype=np.uint8)
+    for r in range(rows):
+        for b in range(cols // 32):
+            block = blocks[r, b]
+            if not np.isfinite(block).all():
+                scales[r, b] = 0xFF
+                continue
+            amax = float(np.abs(block).max())
+            e = 0
+            if amax > 0:
+                e = max(-127, int(np.ceil(np.log2(amax / 6.0))) - 1)
+                while 6.0 * 2.0 ** e < amax:
+                    e += 1
+            scales[r, b] = e + 127
+            q = (block / np.float32(2.0 ** e)).astype(ml_dtypes.float4_e2m1fn)
+            codes[r, 32 * b:32 * b + 32] = q.view(np.uint8)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    return packed, scales
+
+
+def test_fused_w4a4_on_the_callers_mxfp4_hidden_states(blackwell_ctx, rng):
+    """Hidden states the caller quantized with moejit.h's recipe: the same output, bit for bit, as
+    the layer's own quantization of the bf16 values; scales as a [:, :H/32] view of 16-byte rows."""
+    _, _, p13, p2 = layer(rng, blackwell_ctx, "e2m1")
+    hidden = (rng.standard_normal((T, H)) * np.exp2(rng.integers(-6, 6, (T, 1)))).astype(ml_dtypes.bfloat16)
+    ids, weights = ref.random_routing(rng, T, TOPK, E)
+    own = moejit.fused_moe(blackwell_ctx, hidden, p13, p2, weights, ids)
+    codes, padded = quantize_mxfp4(hidden.astype(np.float32), 16)
+    scales = padded[:, :H // 32]
+    assert scales.strides[0] == 16
+    given = moejit.fused_moe(blackwell_ctx, codes, p13, p2, weights, ids, act_scale="block32", hidden_scales=scales)
+    assert given.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(own.view(np.uint16), given.view(np.uint16))
+    torch = pytest.importorskip("torch", reason="torch.float4_e2m1fn_x2 hidden states need torch")
+    if hasattr(torch, "float4_e2m1fn_x2"):
+        t_codes = torch.from_numpy(codes).view(torch.float4_e2m1fn_x2)
+        again = moejit.fused_moe(blackwell_ctx, t_codes, p13, p2, torch.from_numpy(weights), torch.from_numpy(ids),
+                                 hidden_scales=torch.from_numpy(padded)[:, :H // 32])
+        assert np.array_equal(own.view(np.int16), again.view(torch.int16).numpy())
+    # Mix-ups: no scales, rows not 16 bytes apart, short rows, codes for the wrong weights.
+    with pytest.raises(moejit.InvalidArgumentError, match="'hidden_scales' is None"):
+        moejit.fused_moe(blackwell_ctx, codes, p13, p2, weights, ids)
+    with pytest.raises(moejit.InvalidArgumentError, match="rows 8 bytes apart: expected a multiple of 16"):
+        moejit.fused_moe(blackwell_ctx, codes, p13, p2, weights, ids, hidden_scales=np.ascontiguousarray(scales))
+    with pytest.raises(moejit.InvalidArgumentError, match=r"expected \[5, >= 8\]"):
+        moejit.fused_moe(blackwell_ctx, codes, p13, p2, weights, ids, hidden_scales=padded[:, :4])
+    _, _, e13, e2 = layer(rng, blackwell_ctx, "e4m3")
+    with pytest.raises(moejit.InvalidArgumentError, match="'hidden' has dtype u8"):
+        moejit.fused_moe(blackwell_ctx, codes, e13, e2, weights, ids, hidden_scales=scales)
+
+
 def test_w4a4_mix_ups_name_the_argument(blackwell_ctx, host_ctx, rng):
     w13, _, p13, p2 = layer(rng, blackwell_ctx, "e2m1")
     hidden = rng.standard_normal((T, H)).astype(ml_dtypes.bfloat16)
