@@ -150,38 +150,36 @@ inline moejit_model_desc_t mxfp4_model(std::uint32_t hidden, std::uint32_t inter
   return m;
 }
 
-// Arguments of a masked-layout grouped GEMM ([E, m, k] rows, counts[E] valid) with an f32 output.
-inline moejit_grouped_gemm_args_t masked_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k,
-                                              void* c, std::uint32_t n, std::int32_t m, const std::vector<i32>& counts) {
+// Arguments of a grouped GEMM of `layout` over `m` (contiguous: rows; masked: rows per expert)
+// with an f32 output; the caller adds the layout's routing.
+inline moejit_grouped_gemm_args_t gemm_args(const Packed& p, moejit_dtype_t act, moejit_layout_t layout, std::int32_t m,
+                                            const void* a, std::uint32_t k, void* c, std::uint32_t n) {
   moejit_grouped_gemm_args_t g;
   moejit_grouped_gemm_args_init(&g);
   g.weights = &p.w;
   g.act_dtype = act;
   g.out_dtype = MOEJIT_DTYPE_F32;
-  g.layout = MOEJIT_LAYOUT_MASKED;
+  g.layout = layout;
   g.m = m;
   g.a = a;
   g.lda = k;
   g.c = c;
   g.ldc = n;
+  return g;
+}
+
+// A masked-layout grouped GEMM ([E, m, k] rows, counts[E] valid).
+inline moejit_grouped_gemm_args_t masked_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k,
+                                              void* c, std::uint32_t n, std::int32_t m, const std::vector<i32>& counts) {
+  moejit_grouped_gemm_args_t g = gemm_args(p, act, MOEJIT_LAYOUT_MASKED, m, a, k, c, n);
   g.expert_counts = counts.data();
   return g;
 }
 
-// Arguments of a contiguous-layout grouped GEMM of offsets.back() rows with an f32 output.
+// A contiguous-layout grouped GEMM of offsets.back() rows.
 inline moejit_grouped_gemm_args_t contiguous_args(const Packed& p, moejit_dtype_t act, const void* a, std::uint32_t k,
                                                   void* c, std::uint32_t n, const std::vector<i32>& offsets) {
-  moejit_grouped_gemm_args_t g;
-  moejit_grouped_gemm_args_init(&g);
-  g.weights = &p.w;
-  g.act_dtype = act;
-  g.out_dtype = MOEJIT_DTYPE_F32;
-  g.layout = MOEJIT_LAYOUT_CONTIGUOUS;
-  g.m = offsets.back();
-  g.a = a;
-  g.lda = k;
-  g.c = c;
-  g.ldc = n;
+  moejit_grouped_gemm_args_t g = gemm_args(p, act, MOEJIT_LAYOUT_CONTIGUOUS, offsets.back(), a, k, c, n);
   g.expert_offsets = offsets.data();
   return g;
 }

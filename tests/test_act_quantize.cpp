@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <random>
+#include <span>
 
 #include "common/numeric.cuh"
 #include "fp4_reference.hpp"
@@ -115,20 +116,13 @@ void check_quantize(const ResolvedKernel& kernel, std::mt19937& rng, std::size_t
   CHECK(std::count(want.codes.begin() + n, want.codes.begin() + 2 * n, u8{0x7f}) == 1);
 }
 
-}  // namespace
-
-TEST_CASE("FP8 activation quantization on the host backend: bytes and scales exactly as the recipe gives them") {
-  if (!host_compiler_or_skip()) return;
+// Compiles `specs` for the host backend together, then runs `check` on each kernel for every row
+// count, on fresh random data (the seed is printed on failure).
+template <class Check>
+void check_each_kernel(std::span<const KernelSpec> specs, std::initializer_list<std::size_t> row_counts, Check check) {
   TempDir dir;
   auto resolver = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(resolver.ok());
-  // One partial pass, several passes, more warps, a row shorter than a warp's vectors.
-  const KernelSpec specs[] = {act_quantize_spec(DType::bf16, ActScale::token, 2048, Arch::sm_90a, Backend::host),
-                              act_quantize_spec(DType::f16, ActScale::block128, 384, Arch::sm_90a, Backend::host),
-                              act_quantize_spec(DType::bf16, ActScale::block128, 7168, Arch::sm_90a, Backend::host),
-                              act_quantize_spec(DType::bf16, ActScale::token, 9216, Arch::sm_90a, Backend::host),
-                              act_quantize_spec(DType::f16, ActScale::token, 40, Arch::sm_90a, Backend::host)};
-  CHECK(specs[3].warps == 8);  // 9216 columns need more than 4 warps x 2048
   std::vector<std::future<Result<Resolution>>> pending;
   for (const KernelSpec& spec : specs) pending.push_back((*resolver)->resolve_async(spec));
   const unsigned seed = std::random_device{}();
@@ -137,8 +131,22 @@ TEST_CASE("FP8 activation quantization on the host backend: bytes and scales exa
   for (auto& f : pending) {
     auto r = f.get();
     REQUIRE_MESSAGE(r.ok(), r.status().message());
-    for (std::size_t rows : {4u, 9u}) check_quantize(*r->kernel, rng, rows);
+    for (std::size_t rows : row_counts) check(*r->kernel, rng, rows);
   }
+}
+
+}  // namespace
+
+TEST_CASE("FP8 activation quantization on the host backend: bytes and scales exactly as the recipe gives them") {
+  if (!host_compiler_or_skip()) return;
+  // One partial pass, several passes, more warps, a row shorter than a warp's vectors.
+  const KernelSpec specs[] = {act_quantize_spec(DType::bf16, ActScale::token, 2048, Arch::sm_90a, Backend::host),
+                              act_quantize_spec(DType::f16, ActScale::block128, 384, Arch::sm_90a, Backend::host),
+                              act_quantize_spec(DType::bf16, ActScale::block128, 7168, Arch::sm_90a, Backend::host),
+                              act_quantize_spec(DType::bf16, ActScale::token, 9216, Arch::sm_90a, Backend::host),
+                              act_quantize_spec(DType::f16, ActScale::token, 40, Arch::sm_90a, Backend::host)};
+  CHECK(specs[3].warps == 8);  // 9216 columns need more than 4 warps x 2048
+  check_each_kernel(specs, {4, 9}, check_quantize);
 }
 
 TEST_CASE("FP8 activation quantization specs are checked: input dtype, granularity, row length") {
@@ -241,24 +249,12 @@ void check_quantize_e2m1(const ResolvedKernel& kernel, std::mt19937& rng, std::s
 
 TEST_CASE("MXFP4 activation quantization on the host backend: codes and E8M0 bytes exactly as the recipe gives them") {
   if (!host_compiler_or_skip()) return;
-  TempDir dir;
-  auto resolver = KernelResolver::create(resolver_options_in(dir));
-  REQUIRE(resolver.ok());
   const KernelSpec specs[] = {act_quantize_spec(DType::bf16, ActScale::block32, 2048, Arch::sm_120a, Backend::host),
                               act_quantize_spec(DType::f16, ActScale::block32, 2880, Arch::sm_120a, Backend::host),
                               act_quantize_spec(DType::bf16, ActScale::block32, 96, Arch::sm_121a, Backend::host),
                               act_quantize_spec(DType::bf16, ActScale::block32, 9216, Arch::sm_120a, Backend::host)};
   for (const KernelSpec& spec : specs) CHECK(spec.out == DType::e2m1);
-  std::vector<std::future<Result<Resolution>>> pending;
-  for (const KernelSpec& spec : specs) pending.push_back((*resolver)->resolve_async(spec));
-  const unsigned seed = std::random_device{}();
-  INFO("seed: " << seed);
-  std::mt19937 rng(seed);
-  for (auto& f : pending) {
-    auto r = f.get();
-    REQUIRE_MESSAGE(r.ok(), r.status().message());
-    for (std::size_t rows : {6u, 11u}) check_quantize_e2m1(*r->kernel, rng, rows);
-  }
+  check_each_kernel(specs, {6, 11}, check_quantize_e2m1);
 }
 
 TEST_CASE("MXFP4 activation quantization specs are checked: scales per 32, rows of whole blocks") {
