@@ -39,6 +39,19 @@ constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 
 
 u32 spread(u32 byte) { return byte | byte << 16; }
 
+// The scale operand the kernel makes for byte s of a strip's scale word, s at byte w (w = s % 4)
+// beside other bytes of the expert's range (each strip word is prepared once, then read per byte).
+template <gemm::Half kHalf>
+u32 scale_operand(u32 s, gemm::ExpertScaleRange range, u32 addend) {
+  const u32 w = s % 4;
+  u32 word = 0;
+  for (u32 b = 0; b < 4; ++b) {
+    const u32 other = range.smallest + (s * 7 + b * 13) % (range.largest - range.smallest + 1);
+    word |= (b == w ? s : other) << (8 * b);
+  }
+  return gemm::fragment_scale<kHalf>(gemm::fragment_scale_strip<kHalf>(word, addend), w, addend);
+}
+
 }  // namespace
 
 TEST_CASE("the E2M1 bit table of the contract is the one the packer and kernel use") {
@@ -127,11 +140,11 @@ TEST_CASE("fragment scale operands give w * 2^(s-127) exactly for every byte of 
             u32 operand, product;
             if (h == gemm::Half::bf16) {
               gemm::e2m1_registers<gemm::Half::bf16>(word, raw);
-              operand = gemm::fragment_scale<gemm::Half::bf16>(spread(s), addend);
+              operand = scale_operand<gemm::Half::bf16>(s, range, addend);
               product = prim::mul_bf16x2(raw[0], operand);
             } else {
               gemm::e2m1_registers<gemm::Half::f16>(word, raw);
-              operand = gemm::fragment_scale<gemm::Half::f16>(spread(s), addend);
+              operand = scale_operand<gemm::Half::f16>(s, range, addend);
               product = prim::mul_f16x2(raw[0], operand);
             }
             const double expected = (code & 8 ? -1.0 : 1.0) * kE2M1[code & 7] * std::ldexp(1.0, static_cast<int>(s) - 127);
@@ -238,6 +251,39 @@ TEST_CASE("E2M1 words in the a8 order give e4m3 bytes worth the value times 2^-6
       CHECK(std::signbit(got) == ((codes[e] & 8) != 0));
     }
   }
+}
+
+TEST_CASE("W4A8 on f16-mma targets: e4m3 pairs of E2M1 words times the fragment operand give w * 2^(s-127) exactly") {
+  // sm_90 / sm_100: the a8 word's e4m3 bytes become f16 pairs (the primitive's conversion), and
+  // one packed multiply by the operand of fragment_scale_addend<f16, kE2m1E4m3Exponent> scales
+  // them; for every accepted expert range and byte, every code, both halves, exact.
+  for (u32 largest = 0; largest < 256; ++largest)
+    for (u32 smallest : {largest >= 14 ? largest - 14 : 0u, largest / 2, largest}) {
+      const gemm::ExpertScaleRange range{smallest, largest};
+      if (!gemm::fragment_scales_exact<gemm::Half::f16>(range)) continue;
+      const u32 addend = gemm::fragment_scale_addend<gemm::Half::f16, gemm::kE2m1E4m3Exponent>(range);
+      const double offset = gemm::fragment_scale_offset(range);
+      for (u32 s = smallest; s <= largest; ++s)
+        for (u32 code = 0; code < 16; ++code) {
+          u32 word = 0;  // the code in elements 0 and 1 (bytes 0 and 1 of register 0)
+          for (u32 e = 0; e < 2; ++e)
+            for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << (8 * e + kA8E2m1ByteBits[0][b]);
+          u32 regs[2];
+          gemm::e2m1_e4m3_registers(word, regs);
+          const u32 pair = prim::e4m3x2_to_f16x2(static_cast<u16>(regs[0]));
+          const u32 product = prim::mul_f16x2(pair, scale_operand<gemm::Half::f16>(s, range, addend));
+          const double expected = (code & 8 ? -1.0 : 1.0) * kE2M1[code & 7] * std::ldexp(1.0, static_cast<int>(s) - 127);
+          CAPTURE(largest);
+          CAPTURE(s);
+          CAPTURE(code);
+          for (u32 h = 0; h < 2; ++h) {
+            const u16 bits = static_cast<u16>(product >> (16 * h));
+            CHECK(((bits & 0x7c00u) != 0 || (bits & 0x3ffu) == 0));  // normal or zero, never subnormal
+            CHECK(half_value(gemm::Half::f16, product, h) * offset == expected);
+            CHECK(std::signbit(half_value(gemm::Half::f16, product, h)) == ((code & 8) != 0));
+          }
+        }
+    }
 }
 
 TEST_CASE("int4 words in the a8 order give e4m3 bytes worth (q - z) times 2^-9 for every zero point") {

@@ -122,13 +122,16 @@ TEST_CASE("host grouped GEMM W4A8: e4m3 NaN codes make their rows NaN, +-448 and
   }
 }
 
-TEST_CASE("host grouped GEMM W4A8: MXFP4 experts at the edges of the plain scale window and past them") {
-  // Scale bytes drawn from [low, high]: inside the window [63, 190] the kernel converts with a
-  // shift and applies per-token scales at the end; one byte past either edge sends the expert
-  // through the exact path. Both paths must match the reference.
+TEST_CASE("host grouped GEMM W4A8: MXFP4 experts at the edges of the fragment-scale span and the plain scale window, and past them") {
+  // Scale bytes drawn from [low, high] (sm_90a's kernel: f16 mma's). A span of at most 14 with
+  // a largest byte of 2..254 puts the scales on the f16 B pairs (one multiply each), whatever
+  // the window; one more binade sends the expert to the f32 paths: inside the window [63, 190]
+  // the kernel converts with a shift and applies per-token scales at the end; one byte past
+  // either edge sends it through the exact path. Every path must match the reference.
   TempDir dir;
   auto resolver = host_resolver(dir);
-  const std::pair<std::uint16_t, std::uint16_t> ranges[] = {{63, 190}, {62, 120}, {130, 191}, {100, 140}};
+  const std::pair<std::uint16_t, std::uint16_t> ranges[] = {{63, 190}, {62, 120}, {130, 191}, {100, 140},
+                                                            {100, 114}, {100, 115}, {0, 14},    {240, 254}};
   for (auto [low, high] : ranges)
     for (ActScale act_scale : {ActScale::token, ActScale::block128}) {
       GemmCase c = act8_case(WeightFormat::mxfp4, DType::e8m0, 32, act_scale);

@@ -39,6 +39,16 @@ MOEJIT_DEVICE void e2m1_registers(u32 word, u32 (&out)[4]) {
   }
 }
 
+// ---- Bytes of a scale or zero-point word ----------------------------------------------------
+// Byte `w` (0..3) of `bytes` in all four bytes.
+MOEJIT_DEVICE u32 broadcast_byte(u32 bytes, u32 w) { return prim::prmt(bytes, 0u, w * 0x1111u); }
+
+// Spread byte `w` (0..3) of `bytes` into bytes 0 and 2: [b, 0, b, 0].
+MOEJIT_DEVICE u32 spread_byte(u32 bytes, u32 w) {
+  // prmt selector: result byte i = byte sel_i of {0 (bytes 4..7), bytes}; 4 selects a zero.
+  return prim::prmt(bytes, 0u, 0x4040u | w | (w << 8));
+}
+
 // ---- E8M0 scales ----------------------------------------------------------------------------
 // E8M0 byte s -> 2^(s - 127) as f32; 0x00 is 2^-127 (an f32 subnormal), 0xFF is NaN.
 // Written as selects, not branches: the accumulator path converts every scale of a group.
@@ -69,19 +79,37 @@ MOEJIT_DEVICE bool fragment_scales_exact(ExpertScaleRange r) {
          r.largest - r.smallest <= kFragmentScaleSpan<kHalf>;
 }
 
-// The scale operand of byte s is 2^(s - 127 + kE2m1Exponent - (s_max - 128)), i.e. the exponent
-// field s + 254 - s_max (bf16) or s + 30 - s_max (f16). `spread` holds s in bytes 0 and 2
-// ([s, 0, s, 0]: both halves of a B register are the same column); one integer multiply-add
-// moves it into both exponent fields and adds the expert's constant, computed here once.
-template <Half kHalf>
+// The scale operand of byte s is 2^(s - 127 + kRaw - (s_max - 128)) for registers that hold the
+// value times 2^-kRaw, i.e. the exponent field s + bias + kRaw + 1 - s_max: s + 254 - s_max for
+// raw bf16 E2M1 registers, s + 30 - s_max for raw f16 ones, s + 22 - s_max for the f16 pairs of
+// e4m3 bytes (kRaw = kE2m1E4m3Exponent: W4A8 where the mma runs in f16). In that last case a
+// span of at most 14 keeps the operands within 2^-7 .. 2^7 and every weight (the value times
+// 2^(s - s_max + 1)) a normal f16, as for raw f16 registers.
+// A strip's scale word holds the bytes of its four n8 tiles (byte w: word w's column). Per strip,
+// fragment_scale_strip prepares the word once; per word, fragment_scale makes the operand of
+// byte w in both halves (both halves of a B register are the same column):
+//  - bf16 (field at bits 7..14): byte w is spread into bytes 0 and 2 and one integer
+//    multiply-add moves it into both exponent fields and adds the expert's constant.
+//  - f16 (field at bits 10..14): the field of every byte lies in 1..30, so one multiply-add per
+//    strip turns the word into the four bytes 4 * field (at most 120: no byte carries into the
+//    next), and one prmt puts byte w into bits 8..15 of both halves: exponent field, mantissa 0.
+template <Half kHalf, int kRaw = kE2m1Exponent<kHalf>>
 MOEJIT_DEVICE u32 fragment_scale_addend(ExpertScaleRange r) {
-  const int field_offset = kHalf == Half::bf16 ? 254 - static_cast<int>(r.largest) : 30 - static_cast<int>(r.largest);
-  const u32 per_half = static_cast<u32>(field_offset) << (kHalf == Half::bf16 ? 7 : 10);
-  return per_half * 0x10001u;  // two's complement: each half's total stays in range (see above)
+  constexpr int kBias = kHalf == Half::bf16 ? 127 : 15;
+  const u32 field_offset = static_cast<u32>(kBias + kRaw + 1 - static_cast<int>(r.largest));
+  // Two's complement: each half's (each byte's) total stays in range (see above).
+  if constexpr (kHalf == Half::bf16) return (field_offset << 7) * 0x10001u;
+  else return field_offset * 0x01010101u * 4u;
 }
 template <Half kHalf>
-MOEJIT_DEVICE u32 fragment_scale(u32 spread, u32 addend) {
-  return spread * (kHalf == Half::bf16 ? 128u : 1024u) + addend;
+MOEJIT_DEVICE u32 fragment_scale_strip(u32 scale_word, u32 addend) {
+  if constexpr (kHalf == Half::bf16) return scale_word;
+  else return scale_word * 4u + addend;
+}
+template <Half kHalf>
+MOEJIT_DEVICE u32 fragment_scale(u32 strip, u32 w, u32 addend) {
+  if constexpr (kHalf == Half::bf16) return spread_byte(strip, w) * 128u + addend;
+  else return prim::prmt(strip, 0u, 0x0404u | w * 0x1010u);  // [0, byte w, 0, byte w]
 }
 // What the f32 results of a fragment-scaled expert are multiplied by: 2^(s_max - 128).
 MOEJIT_DEVICE float fragment_scale_offset(ExpertScaleRange r) {
@@ -187,15 +215,6 @@ MOEJIT_DEVICE u32 int4_e4m3_register(u32 codes, Int4E4m3Offsets z) {
 MOEJIT_DEVICE void int4_e4m3_registers(u32 word, Int4E4m3Offsets z, u32 (&out)[2]) {
   out[0] = int4_e4m3_register(word & kE4m3Int4Mask, z);
   out[1] = int4_e4m3_register((word >> 4) & kE4m3Int4Mask, z);
-}
-
-// Byte `w` (0..3) of `bytes` in all four bytes.
-MOEJIT_DEVICE u32 broadcast_byte(u32 bytes, u32 w) { return prim::prmt(bytes, 0u, w * 0x1111u); }
-
-// Spread byte `w` (0..3) of `bytes` into bytes 0 and 2: [b, 0, b, 0].
-MOEJIT_DEVICE u32 spread_byte(u32 bytes, u32 w) {
-  // prmt selector: result byte i = byte sel_i of {0 (bytes 4..7), bytes}; 4 selects a zero.
-  return prim::prmt(bytes, 0u, 0x4040u | w | (w << 8));
 }
 
 }  // namespace moejit::gemm

@@ -201,7 +201,8 @@ struct TileWork {
 
 // The main loop, the split-K reduction and the epilogue of one block. kFragmentScales: MXFP4
 // scales folded into the B fragments (the expert's range allows it); else scaled in f32 per
-// group.
+// group. With e4m3 activations that is where the mma runs in f16 (S::kE4m3ViaF16): one packed
+// multiply per f16 pair of the e4m3 B bytes, as for bf16/f16 activations.
 // `dependency_pending`: the kernel ahead has not been waited for yet (weights_before_dependency):
 // the prologue requests its weight stages first, then waits, then requests the activations.
 // kPlainScales (e4m3 activations, MXFP4): the expert's scale bytes are all in the plain window
@@ -213,13 +214,20 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   using namespace moejit::prim;
   using S = GemmShape<Spec>;
   constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, T = S::kThreads;
-  static_assert(!kFragmentScales || S::kMxfp4);
+  static_assert(!kFragmentScales || (S::kMxfp4 && (!S::kQuantizedAct || S::kE4m3ViaF16)));
   static_assert(!kPlainScales || (S::kMxfp4 && S::kAct8 && !S::kBlockScaleMma));
   // e4m3: where the activations' scales (times the registers' power of two) are applied: to
   // each run's sums, or once in the epilogue (per-token scales of a plain-window expert, or
-  // of block-scaled mma's, whose sums carry the weights' scales already).
-  constexpr bool kActScaleInRuns = S::kAct8 && (S::kActScaleBlock || (!kPlainScales && !S::kBlockScaleMma));
+  // of sums that carry the weights' scales already: block-scaled mma's, fragment scales).
+  constexpr bool kActScaleInRuns =
+      S::kAct8 && (S::kActScaleBlock || (!kPlainScales && !kFragmentScales && !S::kBlockScaleMma));
   constexpr bool kActScaleAtEnd = S::kAct8 && !kActScaleInRuns;
+  // The k run whose sums are scaled together: with the weights' scales on the fragments, only
+  // the activations' 128-k blocks cut the sums (else none does).
+  constexpr u32 kRun = kFragmentScales ? (S::kActScaleBlock ? 128 : S::K) : S::kFlush;
+  // The power of two the B registers carry, undone with the activations' scales: the fragment
+  // operands of e4m3 pairs fold it in.
+  constexpr int kRawExponent = kFragmentScales ? 0 : S::kRawExponent;
   const i64* a_offset = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes);  // -1: no row
   const i64* c_row = a_offset + BM;                                                         // -1: not written
   const i32* a_scale_row = reinterpret_cast<const i32*>(c_row + BM);  // e4m3 / e2m1: row of a_scales (-1: none)
@@ -319,7 +327,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
 
   // MXFP4 with fragment scales: the expert's constant for the scale operands.
   u32 scale_addend = 0;
-  if constexpr (kFragmentScales)
+  if constexpr (kFragmentScales && S::kAct8)
+    scale_addend = gemm::fragment_scale_addend<gemm::Half::f16, gemm::kE2m1E4m3Exponent>(
+        gemm::expert_scale_range(work.scale_range));
+  else if constexpr (kFragmentScales)
     scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
   // INT4: the zero-point offsets of the warp's columns, per strip and n8 (symmetric: constant);
   // for e4m3 B registers their byte-wise form.
@@ -361,7 +372,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
           byte[h] = (bits >> 23) & 0xffu;
           x = byte[h] == 0 ? x * twin::f32_from_bits(254u << 23) : twin::f32_from_bits((bits & 0x807fffffu) | 0x3f800000u);
         }
-        a_block_scale[mt][h] = x * static_cast<float>(1u << S::kRawExponent);
+        a_block_scale[mt][h] = x * static_cast<float>(1u << kRawExponent);
       }
       if constexpr (S::kBlockScaleMma) a_scale_byte[mt] = t % 2 == 0 ? byte[0] : byte[1];
     }
@@ -424,12 +435,12 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       const u32 k0 = stage_index * BK + kk * 32;  // first k of this 32-k tile
       const u32 s_row_in_stage = S::G >= BK ? 0 : kk * 32 / S::G;
       const unsigned char* s_row_ptr = s_stage + s_row_in_stage * BN * S::kScaleBytes;
-      // A scale group starts here (or the split does); a summed run (kFlush) starts or ends here
+      // A scale group starts here (or the split does); a summed run (kRun) starts or ends here
       // (or the split does).
       const bool first = kk == 0 && i == 0, last = kk + 1 == S::kK32 && i + 1 == stages;
       const bool group_start = k0 % S::G == 0 || first;
-      const bool run_start = k0 % S::kFlush == 0 || first;
-      const bool run_end = (k0 + 32) % S::kFlush == 0 || last;
+      const bool run_start = k0 % kRun == 0 || first;
+      const bool run_end = (k0 + 32) % kRun == 0 || last;
 
       if constexpr (S::kAsym) {
         if (group_start)
@@ -461,7 +472,9 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         [[maybe_unused]] u32 scale_word[S::kN32];
         for (u32 s32 = 0; s32 < S::kN32; ++s32) {
           const u32 strip = warp_n * S::kN32 + s32;
-          if constexpr (S::kBlockScaleMma) scale_word[s32] = ld_shared_u32(s_row_ptr + strip * 32 + 4 * g);
+          if constexpr (S::kBlockScaleMma || kFragmentScales) scale_word[s32] = ld_shared_u32(s_row_ptr + strip * 32 + 4 * g);
+          [[maybe_unused]] u32 fragment_strip = 0;
+          if constexpr (kFragmentScales) fragment_strip = gemm::fragment_scale_strip<gemm::Half::f16>(scale_word[s32], scale_addend);
           const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
           const u32 word[4] = {words.x, words.y, words.z, words.w};
           for (u32 w = 0; w < 4; ++w) {
@@ -480,6 +493,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
               for (u32 r = 0; r < 2; ++r) {
                 out[2 * r] = e4m3x2_to_f16x2(static_cast<u16>(b8[r]));
                 out[2 * r + 1] = e4m3x2_to_f16x2_high(b8[r]);
+              }
+              if constexpr (kFragmentScales) {  // word w is column g of n8 tile w: byte w of the scale word
+                const u32 factor = gemm::fragment_scale<gemm::Half::f16>(fragment_strip, w, scale_addend);
+                for (u32 q = 0; q < 4; ++q) out[q] = mul_f16x2(out[q], factor);
               }
             } else {
               out[0] = b8[0];
@@ -502,9 +519,11 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
             const u32 a_hi[4] = {f16(a[2], 0), f16(a[3], 0), f16(a[2], 1), f16(a[3], 1)};
             for (u32 j = 0; j < S::kN8; ++j) {
               const u32 b_lo[2] = {b[j][0], b[j][1]}, b_hi[2] = {b[j][2], b[j][3]};
-              if (run_start) mma_m16n8k16_f16(part[mt][j], a_lo, b_lo, kZero);
-              else mma_m16n8k16_f16(part[mt][j], a_lo, b_lo, part[mt][j]);
-              mma_m16n8k16_f16(part[mt][j], a_hi, b_hi, part[mt][j]);
+              // Fragment-scaled sums need no run of their own unless the activations' blocks cut them.
+              float(&d)[4] = kFragmentScales && !kActScaleInRuns ? acc[mt][j] : part[mt][j];
+              if ((!kFragmentScales || kActScaleInRuns) && run_start) mma_m16n8k16_f16(d, a_lo, b_lo, kZero);
+              else mma_m16n8k16_f16(d, a_lo, b_lo, d);
+              mma_m16n8k16_f16(d, a_hi, b_hi, d);
             }
           } else if constexpr (S::kBlockScaleMma) {
             // Per-token scales: straight into the accumulators; per 128 k: a run of sums.
@@ -522,7 +541,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
             }
           }
         }
-        if constexpr (S::kBlockScaleMma) {
+        if constexpr (S::kBlockScaleMma || kFragmentScales) {
           if (kActScaleInRuns && run_end)
             for (u32 mt = 0; mt < S::kMTiles; ++mt)
               for (u32 j = 0; j < S::kN8; ++j)
@@ -541,12 +560,13 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         const u32 word[4] = {words.x, words.y, words.z, words.w};
         if constexpr (S::kMxfp4) {
           u32 scale_bytes = 0;
-          if constexpr (kFragmentScales) scale_bytes = ld_shared_u32(s_row_ptr + strip * 32 + 4 * g);
+          if constexpr (kFragmentScales)
+            scale_bytes = gemm::fragment_scale_strip<S::kHalf>(ld_shared_u32(s_row_ptr + strip * 32 + 4 * g), scale_addend);
           for (u32 w = 0; w < 4; ++w) {
             u32 raw[4];
             gemm::e2m1_registers<S::kHalf>(word[w], raw);
             const u32 factor = kFragmentScales
-                                   ? gemm::fragment_scale<S::kHalf>(gemm::spread_byte(scale_bytes, w), scale_addend)
+                                   ? gemm::fragment_scale<S::kHalf>(scale_bytes, w, scale_addend)
                                    : gemm::kE2m1Unscale<S::kHalf>;
             for (u32 q = 0; q < 4; ++q)
               b[s32 * 4 + w][q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(raw[q], factor) : mul_f16x2(raw[q], factor);
@@ -735,7 +755,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       if (row < 0) continue;
       // Per-token activation scales of a plain-window expert: the row's, once.
       float end_scale = result_scale;
-      if constexpr (kActScaleAtEnd) end_scale = a_block_scale[mt][half_row];
+      if constexpr (kActScaleAtEnd) end_scale = a_block_scale[mt][half_row] * result_scale;
       constexpr bool kEndScaled = kFragmentScales || kActScaleAtEnd;
       MOEJIT_UNROLL
       for (u32 j = 0; j < S::kN8; ++j) {
@@ -888,7 +908,13 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
     if constexpr (S::kBlockScaleMma) {  // every scale byte goes to the mma as it is
       run_tile<Spec, false>(p, work, smem, dependency_pending);
       return;
-    } else if constexpr (S::kAct8) {  // e4m3 B registers have no room for the scales
+    } else if constexpr (S::kAct8) {
+      // e4m3 B registers have no room for the scales; their f16 pairs do (as W4A16's f16 ones).
+      if constexpr (S::kE4m3ViaF16)
+        if (gemm::fragment_scales_exact<gemm::Half::f16>(range)) {
+          run_tile<Spec, true>(p, work, smem, dependency_pending);
+          return;
+        }
       if (gemm::e8m0_scales_plain(range)) {
         run_tile<Spec, false, true>(p, work, smem, dependency_pending);
         return;
