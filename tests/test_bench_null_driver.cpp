@@ -24,7 +24,7 @@ namespace {
 
 // bench_gemm --quick on Qwen3-30B-A3B's layer with `extra` arguments, on the null driver: its JSON
 // (null when the binaries are not built, after saying so).
-nlohmann::json run_on_null_driver(const TempDir& dir, std::vector<std::string> extra) {
+nlohmann::json run_on_null_driver(const TempDir& dir, std::vector<std::string> extra, std::string compute_capability = "9.0") {
   const fs::path build = fs::path(MOEJIT_CLI).parent_path();
   const fs::path bench = build / "bench" / "gpu" / "bench_gemm";
   const fs::path driver = build / "bench" / "overhead" / "libmoejit-null-cuda.so";
@@ -37,7 +37,9 @@ nlohmann::json run_on_null_driver(const TempDir& dir, std::vector<std::string> e
   std::vector<std::string> argv = {bench.string(), "--quick", "--models", "Qwen3-30B-A3B", "--rotate-bytes", "1",
                                    "--copy-bytes", "1048576", "--out", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  ProcessResult r = run_process(argv, {{"MOEJIT_CUDA_LIBRARY", driver.string()}, {"MOEJIT_CACHE_DIR", dir / "cache"}});
+  ProcessResult r = run_process(argv, {{"MOEJIT_CUDA_LIBRARY", driver.string()},
+                                       {"MOEJIT_CACHE_DIR", dir / "cache"},
+                                       {"MOEJIT_NULL_CUDA_CC", compute_capability}});
   INFO("stderr: " << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0));
   CHECK(r.exit_code == 1);  // the output checks failed, as they must
   return nlohmann::json::parse(slurp(out));
@@ -47,7 +49,7 @@ nlohmann::json run_on_null_driver(const TempDir& dir, std::vector<std::string> e
 
 TEST_CASE("bench_gemm runs every step on the null driver and only its output checks fail") {
   TempDir dir;
-  const auto j = run_on_null_driver(dir, {"--no-baselines", "--formats", "mxfp4,mxfp4_w4a8"});
+  const auto j = run_on_null_driver(dir, {"--no-baselines", "--formats", "mxfp4,mxfp4_w4a8,mxfp4_w4a4"});
   if (j.is_null()) return;
   CHECK(j["gpu"]["name"].get<std::string>().find("null driver") != std::string::npos);
   CHECK(j["copy_bandwidth"]["gbs"].get<double>() > 0);
@@ -81,6 +83,41 @@ TEST_CASE("bench_gemm runs every step on the null driver and only its output che
   CHECK(j["summary"]["failed"] == 12);
   CHECK(j["summary"]["skipped"] == 0);
   CHECK(j["layer_summary"]["failed"] == 6);
+  // W4A4 asked for on a 9.0 device: no cases, and each projection says why.
+  int w4a4 = 0;
+  for (const auto& n : j["not_applicable"])
+    if (n["format"] == "mxfp4_w4a4") {
+      ++w4a4;
+      CHECK(n["reason"].get<std::string>().find("sm_120a / sm_121a; this target is sm_90a") != std::string::npos);
+    }
+  CHECK(w4a4 == 2);
+}
+
+TEST_CASE("bench_gemm runs W4A4 beside W4A16 on a 12.0 null driver, and only its output checks fail") {
+  // sm_120a: MXFP4 activations (e2m1 pairs with E8M0 rows 16 bytes apart) against weights packed
+  // for them, and the layer quantizing its bf16 hidden states per 32; every launch checked by
+  // the library and made, the outputs left as poisoned.
+  TempDir dir;
+  const auto j = run_on_null_driver(dir, {"--no-baselines", "--formats", "mxfp4_w4a4"}, "12.0");
+  if (j.is_null()) return;
+  CHECK(j["gpu"]["arch"] == "sm_120a");
+  CHECK(j["kernels"]["errors"].empty());
+  REQUIRE(j["cases"].size() == 6);
+  REQUIRE(j["layers"].size() == 3);
+  for (const auto& c : j["cases"]) {
+    INFO(c.dump());
+    CHECK(c["act"] == "e2m1");
+    REQUIRE(c.contains("error"));
+    CHECK(c["error"].get<std::string>().find("outputs are not finite") != std::string::npos);
+    CHECK(c["vs_w4a16"]["none"].get<std::string>().find("was not run") != std::string::npos);
+  }
+  for (const auto& l : j["layers"]) {
+    INFO(l.dump());
+    REQUIRE(l.contains("error"));
+    CHECK(l["error"].get<std::string>().find("layer outputs are not finite") != std::string::npos);
+  }
+  CHECK(j["summary"]["failed"] == 6);
+  CHECK(j["layer_summary"]["failed"] == 3);
 }
 
 TEST_CASE("bench_gemm on the null driver makes the CUTLASS baselines' weights and stops at cudart") {

@@ -33,15 +33,15 @@ TEST_SUITE("device") {
 
 TEST_CASE("bench cases: every model x format x projection x token count, in weight-sharing order") {
   // gpt-oss-120b (K = 2880 in both projections) has no INT4 g128 cases: 128 does not divide 2880.
-  // The W4A8 formats run at the 3 quick token counts in either mode.
+  // The W4A8 and W4A4 formats run at the 3 quick token counts in either mode.
   const auto full = enumerate_cases(false);
-  CHECK(full.size() == (3 * 2 + 1) * 2 * 11 + (3 * 2 + 1) * 2 * 3);
+  CHECK(full.size() == (3 * 2 + 1) * 2 * 11 + (3 * 2 + 1) * 2 * 3 + 4 * 2 * 3);
   const auto quick = enumerate_cases(true);
-  CHECK(quick.size() == 2 * (3 * 2 + 1) * 2 * 3);
+  CHECK(quick.size() == 2 * (3 * 2 + 1) * 2 * 3 + 4 * 2 * 3);
   for (const GemmCase& c : full) {
     CHECK(applicable(c));
     CHECK_FALSE((c.model->name == "gpt-oss-120b" && c.format->weight == WeightFormat::int4_sym));
-    if (is_w4a8(*c.format)) CHECK((c.tokens == 1 || c.tokens == 32 || c.tokens == 1024));
+    if (quantized_act(*c.format)) CHECK((c.tokens == 1 || c.tokens == 32 || c.tokens == 1024));
   }
   // Token counts increase within one (model, format, projection) run.
   CHECK(full[0].tokens == 1);
@@ -80,6 +80,38 @@ TEST_CASE("bench floor: W4A8 reads one byte per activation and a 4-byte scale pe
   CHECK(b.act_out == 32768.0);      // bf16 out, as W4A16
   const GemmCase down{&model("Qwen3-30B-A3B"), &format("int4_g128_w4a8"), Projection::down, 4};
   CHECK(case_bytes(down, 20.5).act_in == 32.0 * (768 + 4));  // one row per pair
+}
+
+TEST_CASE("bench floor: W4A4 reads half a byte per activation and an E8M0 byte per 32") {
+  const WeightChoice& f = format("mxfp4_w4a4");
+  CHECK(f.w4a16 == "mxfp4");
+  CHECK(case_act_scale(f) == ActScale::block32);
+  CHECK(case_act_scale(format("mxfp4_w4a8")) == ActScale::token);
+  CHECK(case_act_scale(format("mxfp4")) == ActScale::none);
+  const GemmCase c{&model("DeepSeek-V3"), &f, Projection::gate_up, 1};
+  const CaseBytes b = case_bytes(c, 8);
+  CHECK(b.weights == 117440512.0);  // the same packed weights and scales as W4A16
+  CHECK(b.scales == 7340032.0);
+  CHECK(b.act_in == 3584.0 + 224);  // 7168 / 2 bytes of e2m1 pairs, 7168 / 32 scale bytes
+  CHECK(b.act_out == 32768.0);
+  const GemmCase down{&model("Qwen3-30B-A3B"), &f, Projection::down, 4};
+  CHECK(case_bytes(down, 20.5).act_in == 32.0 * (384 + 24));  // one row per pair
+}
+
+TEST_CASE("bench formats say which targets cannot run them") {
+  CHECK(unsupported_on(format("mxfp4_w4a4"), Arch::sm_90a) ==
+        "W4A4 (e2m1 activations) needs the block-scaled mma of sm_120a / sm_121a; this target is sm_90a");
+  CHECK(unsupported_on(format("mxfp4_w4a4"), Arch::sm_100a).find("this target is sm_100a") != std::string::npos);
+  CHECK(unsupported_on(format("mxfp4_w4a4"), Arch::sm_120a).empty());
+  CHECK(unsupported_on(format("mxfp4_w4a4"), Arch::sm_121a).empty());
+  CHECK(unsupported_on(format("int4_g128_w4a8"), Arch::sm_86) ==
+        "W4A8 (e4m3 activations) needs sm_89 or newer; this target is sm_86");
+  for (Arch a : {Arch::sm_89, Arch::sm_90a, Arch::sm_100a, Arch::sm_120a})
+    CHECK(unsupported_on(format("mxfp4_w4a8"), a).empty());
+  for (Arch a : {Arch::sm_80, Arch::sm_90a, Arch::sm_121a}) {
+    CHECK(unsupported_on(format("mxfp4"), a).empty());
+    CHECK(unsupported_on(format("int4_g128"), a).empty());
+  }
 }
 
 TEST_CASE("bench floor: Qwen3-30B-A3B down, INT4 g128, four tokens") {

@@ -1,7 +1,8 @@
 // bench_gemm: moejit's grouped GEMM on the GPU (device backend, weights packed by src/quant) at
 // the MoE layer shapes of four models, decode and prefill token counts, MXFP4 and INT4 g128
-// weights, bf16 activations (and W4A8: e4m3 ones with per-token scales, beside the same case in
-// W4A16), random top-k routing; each case against its memory floor (the
+// weights, bf16 activations (and W4A8: e4m3 ones with per-token scales; W4A4 on sm_120a /
+// sm_121a: MXFP4 ones; each beside the same case in W4A16), random top-k routing; each case
+// against its memory floor (the
 // bytes that must move at the device's measured copy bandwidth). Prints or writes one JSON
 // object; bench/gpu/README.md documents its fields.
 //
@@ -101,17 +102,22 @@ bool selected(const std::vector<std::string>& filter, std::string_view name) {
   return filter.empty() || std::find(filter.begin(), filter.end(), name) != filter.end();
 }
 
-std::vector<GemmCase> selected_cases(const Settings& s) {
+// The cases selected that `arch` can run (the others are listed in "not_applicable").
+std::vector<GemmCase> selected_cases(const Settings& s, Arch arch) {
   std::vector<GemmCase> out;
   for (const GemmCase& c : enumerate_cases(s.quick))
-    if (selected(s.models, c.model->name) && selected(s.formats, c.format->name)) out.push_back(c);
+    if (selected(s.models, c.model->name) && selected(s.formats, c.format->name) &&
+        unsupported_on(*c.format, arch).empty())
+      out.push_back(c);
   return out;
 }
 
-std::vector<LayerCase> selected_layer_cases(const Settings& s) {
+std::vector<LayerCase> selected_layer_cases(const Settings& s, Arch arch) {
   std::vector<LayerCase> out;
   for (const LayerCase& c : enumerate_layer_cases(s.quick))
-    if (selected(s.models, c.model->name) && selected(s.formats, c.format->name)) out.push_back(c);
+    if (selected(s.models, c.model->name) && selected(s.formats, c.format->name) &&
+        unsupported_on(*c.format, arch).empty())
+      out.push_back(c);
   return out;
 }
 
@@ -126,7 +132,7 @@ KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   s.scale = c.format->scale;
   s.group_size = c.format->group;
   s.act = c.format->act;
-  s.act_scale = is_w4a8(*c.format) ? ActScale::token : ActScale::none;
+  s.act_scale = case_act_scale(*c.format);
   s.out = DType::bf16;
   s.layout = Layout::indexed;
   s.epilogue = c.epilogue();
@@ -182,16 +188,20 @@ Json settings_json(const Settings& s) {
           {"routing", "uniform random, topk distinct experts per token"}};
 }
 
-Json not_applicable_json() {
+// The (model, format, projection) triples that have no cases, and why: the format's group does
+// not divide K, or `arch` cannot run the format (selected ones only).
+Json not_applicable_json(const Settings& s, Arch arch) {
   Json out = Json::array();
   for (const MoeModel& m : kModels)
     for (const WeightChoice& f : kWeightChoices)
-      for (Projection p : {Projection::gate_up, Projection::down})
-        if (GemmCase c{&m, &f, p, 1}; !applicable(c))
-          out.push_back({{"model", m.name},
-                         {"format", f.name},
-                         {"projection", to_string(p)},
-                         {"reason", fmt::format("group {} does not divide K = {}", f.group, c.k())}});
+      for (Projection p : {Projection::gate_up, Projection::down}) {
+        const GemmCase c{&m, &f, p, 1};
+        std::string reason = unsupported_on(f, arch);
+        if (!applicable(c)) reason = fmt::format("group {} does not divide K = {}", f.group, c.k());
+        else if (!selected(s.models, m.name) || !selected(s.formats, f.name)) reason.clear();
+        if (!reason.empty())
+          out.push_back({{"model", m.name}, {"format", f.name}, {"projection", to_string(p)}, {"reason", reason}});
+      }
   return out;
 }
 
@@ -240,7 +250,7 @@ int dry_run(const Settings& s) {
   j["dry_run"] = true;
   j["arch"] = s.arch;
   j["cases"] = Json::array();
-  for (const GemmCase& c : selected_cases(s)) {
+  for (const GemmCase& c : selected_cases(s, *arch)) {
     const double touched = expected_touched_experts(c.model->experts, c.model->topk, c.tokens);
     Json cj = case_json(c, case_spec(c, *arch, default_device_profile(*arch) ? default_device_profile(*arch)->sms : kFallbackSms));
     cj["touched_experts"] = touched;
@@ -254,9 +264,9 @@ int dry_run(const Settings& s) {
       }
     j["cases"].push_back(cj);
   }
-  j["not_applicable"] = not_applicable_json();
+  j["not_applicable"] = not_applicable_json(s, *arch);
   j["layers"] = Json::array();
-  for (const LayerCase& c : s.layers ? selected_layer_cases(s) : std::vector<LayerCase>{}) {
+  for (const LayerCase& c : s.layers ? selected_layer_cases(s, *arch) : std::vector<LayerCase>{}) {
     const double touched = expected_touched_experts(c.model->experts, c.model->topk, c.tokens);
     j["layers"].push_back({{"model", c.model->name}, {"format", c.format->name}, {"tokens", c.tokens},
                            {"touched_experts", touched}, {"bytes", bytes_json(layer_bytes(c, touched))},
@@ -318,18 +328,24 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   for (float& v : topk_weights) v = tw(rng);
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_topk, upload(l, stream, topk_weights.data(), numel * 4, numel * 4));
 
-  // Activations (bf16, exactly representable; W4A8: e4m3 bytes and one f32 scale per row) and
-  // outputs, one of each per weight copy.
+  // Activations (bf16, exactly representable; W4A8: e4m3 bytes and one f32 scale per row; W4A4:
+  // e2m1 pairs and rows of E8M0 bytes, 16-byte aligned) and outputs, one of each per weight copy.
   const std::uint32_t slots = w.copies;
-  const bool w4a8 = is_w4a8(*c.format);
-  const std::uint64_t a_bytes = round16(c.a_rows() * c.k() * act_bytes(*c.format));
+  const bool w4a8 = is_w4a8(*c.format), w4a4 = is_w4a4(*c.format);
+  const std::uint64_t a_bytes = round16(c.a_rows() * act_row_bytes(*c.format, c.k()));
   const std::uint64_t c_bytes = round16(c.pairs() * c.out_columns() * 2);
+  const std::uint64_t a_scale_ld = w4a4 ? round16(c.k() / 32) : 0;
   DeviceBuffer d_a, d_a_scales;
   if (w4a8) {
     const std::vector<u8> a = random_e4m3(c.a_rows() * c.k(), rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size(), a_bytes * slots));
     const std::vector<float> scales = random_act_scales(c.a_rows(), rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a_scales, upload(l, stream, scales.data(), scales.size() * 4, scales.size() * 4));
+  } else if (w4a4) {
+    const std::vector<u8> a = random_e2m1_pairs(c.a_rows() * c.k() / 2, rng);
+    MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size(), a_bytes * slots));
+    const std::vector<u8> scales = random_e8m0_rows(c.a_rows(), a_scale_ld, rng);
+    MOEJIT_ASSIGN_OR_RETURN(d_a_scales, upload(l, stream, scales.data(), scales.size(), scales.size()));
   } else {
     const std::vector<u16> a = random_bf16(c.a_rows() * c.k(), rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size() * 2, a_bytes * slots));
@@ -345,6 +361,10 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   base.a_row_divisor = c.projection == Projection::gate_up ? static_cast<i32>(c.model->topk) : 1;
   base.topk_weights = d_topk.as<const float>();
   if (w4a8) base.a_scales = d_a_scales.as<const float>();  // per token: a_scale_ld unused
+  if (w4a4) {
+    base.a_scales = d_a_scales.as<const u8>();
+    base.a_scale_ld = static_cast<i64>(a_scale_ld);
+  }
   // Split-K: partial sums and counters (zero before the first launch; every launch leaves them so).
   const GemmTiles tiles = grouped_gemm_tiles(spec, base.m);
   const std::uint64_t partial_bytes = grouped_gemm_partial_bytes(spec, tiles);
@@ -465,7 +485,7 @@ Json run_baselines(DeviceLauncher& l, CUstream stream, const GemmCase& c, const 
 // the same time budget: `layers` and `layer_summary` in `j`.
 void run_layers(DeviceLauncher& l, CUstream stream, const Settings& s, const Ceilings& ceilings, Clock::time_point start,
                 Json& j, std::mt19937_64& rng) {
-  const std::vector<LayerCase> layers = selected_layer_cases(s);
+  const std::vector<LayerCase> layers = selected_layer_cases(s, l.arch());
   j["layers"] = Json::array();
   int failed = 0, skipped = 0;
   auto summarize = [&] {
@@ -526,9 +546,9 @@ void run_layers(DeviceLauncher& l, CUstream stream, const Settings& s, const Cei
   summarize();
 }
 
-// Each W4A8 result beside its W4A16 twin (same model, projection or layer, token count; weights
-// of the same format): "vs_w4a16" holds the W4A16 median and w4a16_us / w4a8_us (above 1: W4A8
-// is faster), or why there is none.
+// Each W4A8 or W4A4 result beside its W4A16 twin (same model, projection or layer, token count;
+// weights of the same format): "vs_w4a16" holds the W4A16 median and w4a16_us / this case's
+// (above 1: the quantized activations are faster), or why there is none.
 void add_w4a16_comparisons(Json& results, std::initializer_list<const char*> keys) {
   auto same = [&](const Json& a, const Json& b) {
     return std::all_of(keys.begin(), keys.end(), [&](const char* k) { return a.value(k, Json()) == b.value(k, Json()); });
@@ -537,7 +557,7 @@ void add_w4a16_comparisons(Json& results, std::initializer_list<const char*> key
     const WeightChoice* format = nullptr;
     for (const WeightChoice& f : kWeightChoices)
       if (r.value("format", "") == f.name) format = &f;
-    if (format == nullptr || !is_w4a8(*format)) continue;
+    if (format == nullptr || !quantized_act(*format)) continue;
     const Json* twin = nullptr;
     for (const Json& o : results)
       if (o.value("format", "") == format->w4a16 && same(o, r)) twin = &o;
@@ -547,7 +567,7 @@ void add_w4a16_comparisons(Json& results, std::initializer_list<const char*> key
       continue;
     }
     const double w4a16 = (*twin)["median_us"].get<double>();
-    r["vs_w4a16"] = {{"w4a16_us", w4a16}, {"w4a16_over_w4a8", w4a16 / r["median_us"].get<double>()}};
+    r["vs_w4a16"] = {{"w4a16_us", w4a16}, {"speedup", w4a16 / r["median_us"].get<double>()}};
   }
 }
 
@@ -619,7 +639,7 @@ int run(const Settings& s) {
     std::fprintf(stderr, "bench_gemm: %s\n", resolver.status().message().c_str());
     return kExitCaseFailed;
   }
-  const std::vector<GemmCase> cases = selected_cases(s);
+  const std::vector<GemmCase> cases = selected_cases(s, l.arch());
 
   // Every kernel first, in parallel, so compiles stay out of the timed region.
   const auto compile_start = Clock::now();
@@ -659,7 +679,7 @@ int run(const Settings& s) {
   if (s.layers) run_layers(l, st, s, ceilings, start, j, rng);
 
   j["cases"] = Json::array();
-  j["not_applicable"] = not_applicable_json();
+  j["not_applicable"] = not_applicable_json(s, l.arch());
   int failed = 0, skipped = 0;
   BaselineResults bf16_results;
   auto summarize = [&] {
@@ -774,7 +794,8 @@ int main(int argc, char** argv) {
   app.add_option("--gemm-rate-size", s.gemm_rate_size, "m = n = k of the dense bf16 GEMM that sets the FLOP ceiling")
       ->check(CLI::Range(256, 16384));
   app.add_option("--models", s.models, "only these models (names as in the JSON)")->delimiter(',');
-  app.add_option("--formats", s.formats, "only these formats: mxfp4, int4_g128, mxfp4_w4a8, int4_g128_w4a8")
+  app.add_option("--formats", s.formats,
+                 "only these formats: mxfp4, int4_g128, mxfp4_w4a8, int4_g128_w4a8, mxfp4_w4a4 (sm_120a / sm_121a)")
       ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   if (s.quick) {

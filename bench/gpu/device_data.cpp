@@ -61,4 +61,21 @@ std::vector<float> random_act_scales(std::uint64_t rows, std::mt19937_64& rng) {
   return out;
 }
 
+std::vector<u8> random_e2m1_pairs(std::uint64_t count, std::mt19937_64& rng) {
+  std::vector<u8> out(count);
+  std::uint64_t state = rng() | 1;
+  for (u8& v : out) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    v = static_cast<u8>(state >> 56);
+  }
+  return out;
+}
+
+std::vector<u8> random_e8m0_rows(std::uint64_t rows, std::uint64_t ld, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> byte(119, 126);
+  std::vector<u8> out(rows * ld);
+  for (u8& v : out) v = static_cast<u8>(byte(rng));
+  return out;
+}
+
 }  // namespace moejit::bench

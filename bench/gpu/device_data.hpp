@@ -39,4 +39,11 @@ std::vector<u8> random_e4m3(std::uint64_t count, std::mt19937_64& rng);
 // `rows` f32 activation scales in [2^-10, 2^-6) (amax / 448 of rows of magnitude 0.4 to 7).
 std::vector<float> random_act_scales(std::uint64_t rows, std::mt19937_64& rng);
 
+// `count` bytes of random e2m1 pairs (two codes per byte, every one of the 16 codes finite).
+std::vector<u8> random_e2m1_pairs(std::uint64_t count, std::mt19937_64& rng);
+
+// `rows` rows of `ld` E8M0 bytes in [119, 126] (2^-8 .. 2^-1: amax / 6 of blocks of magnitude
+// 0.02 to 3).
+std::vector<u8> random_e8m0_rows(std::uint64_t rows, std::uint64_t ld, std::mt19937_64& rng);
+
 }  // namespace moejit::bench

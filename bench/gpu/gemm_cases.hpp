@@ -12,10 +12,13 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "spec/arch.hpp"
 #include "spec/kernel_spec.hpp"
+#include "spec/spec_fields.hpp"
 
 namespace moejit::bench {
 
@@ -38,8 +41,10 @@ struct WeightChoice {
   WeightFormat weight;
   DType scale;
   std::uint32_t group;
-  DType act = DType::bf16;  // e4m3: W4A8, weights packed for it, one f32 scale per A row
-  std::string_view w4a16 = {};  // W4A8: the format it is compared with (same weights, bf16 activations)
+  // e4m3: W4A8, weights packed for it, one f32 scale per A row. e2m1: W4A4 (MXFP4 weights,
+  // sm_120a / sm_121a), weights packed for it, one E8M0 byte per A row and 32 k.
+  DType act = DType::bf16;
+  std::string_view w4a16 = {};  // W4A8 / W4A4: the format it is compared with (same weights, bf16 activations)
 };
 
 inline constexpr WeightChoice kWeightChoices[] = {
@@ -47,10 +52,35 @@ inline constexpr WeightChoice kWeightChoices[] = {
     {"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
     {"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3, "mxfp4"},
     {"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3, "int4_g128"},
+    {"mxfp4_w4a4", WeightFormat::mxfp4, DType::e8m0, 32, DType::e2m1, "mxfp4"},
 };
 
 inline bool is_w4a8(const WeightChoice& f) { return f.act == DType::e4m3; }
-inline std::uint32_t act_bytes(const WeightChoice& f) { return is_w4a8(f) ? 1 : 2; }
+inline bool is_w4a4(const WeightChoice& f) { return f.act == DType::e2m1; }
+inline bool quantized_act(const WeightChoice& f) { return f.act != DType::bf16; }
+// Bytes of one A row of k activations, and of its scales.
+inline std::uint64_t act_row_bytes(const WeightChoice& f, std::uint32_t k) {
+  return is_w4a4(f) ? k / 2 : is_w4a8(f) ? k : std::uint64_t{2} * k;
+}
+inline std::uint64_t act_scale_row_bytes(const WeightChoice& f, std::uint32_t k) {
+  return is_w4a4(f) ? k / 32 : is_w4a8(f) ? 4 : 0;
+}
+// The activation-scale granularity the cases use: per token for e4m3 (as an engine quantizing
+// its own hidden states would), the MX block for e2m1.
+inline ActScale case_act_scale(const WeightChoice& f) {
+  return is_w4a4(f) ? ActScale::block32 : is_w4a8(f) ? ActScale::token : ActScale::none;
+}
+
+// Why a format cannot run on `arch` (empty: it can): e4m3 activations need sm_89 or newer,
+// e2m1 ones the block-scaled mma of sm_120a / sm_121a.
+inline std::string unsupported_on(const WeightChoice& f, Arch arch) {
+  if (is_w4a4(f) && !has_block_scale_mma(arch))
+    return std::string("W4A4 (e2m1 activations) needs the block-scaled mma of sm_120a / sm_121a; this target is ") +
+           std::string(to_string(arch));
+  if (is_w4a8(f) && arch_info(arch).sm < 89)
+    return std::string("W4A8 (e4m3 activations) needs sm_89 or newer; this target is ") + std::string(to_string(arch));
+  return {};
+}
 
 // Decode (1-256) and prefill (1024, 4096) token counts.
 inline constexpr std::uint32_t kTokens[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
@@ -80,13 +110,13 @@ struct GemmCase {
 inline bool applicable(const GemmCase& c) { return c.k() % c.format->group == 0; }
 
 // Every applicable case, grouped by model, format and projection (so one set of weights serves
-// a run of token counts), token counts increasing. W4A8 formats run at the quick token counts
-// only: enough to set them beside W4A16 without doubling the run.
+// a run of token counts), token counts increasing. W4A8 and W4A4 formats run at the quick token
+// counts only: enough to set them beside W4A16 without doubling the run.
 inline std::vector<GemmCase> enumerate_cases(bool quick) {
   std::vector<GemmCase> out;
   for (const MoeModel& m : kModels)
     for (const WeightChoice& f : kWeightChoices) {
-      std::span<const std::uint32_t> tokens = quick || is_w4a8(f) ? std::span<const std::uint32_t>(kQuickTokens)
+      std::span<const std::uint32_t> tokens = quick || quantized_act(f) ? std::span<const std::uint32_t>(kQuickTokens)
                                                                     : std::span<const std::uint32_t>(kTokens);
       for (Projection p : {Projection::gate_up, Projection::down})
         for (std::uint32_t t : tokens)
@@ -117,7 +147,7 @@ struct CaseBytes {
   double weights = 0;  // packed weights of the touched experts
   double scales = 0;   // their scales (and zero points)
   double bias = 0;     // their bias
-  double act_in = 0;   // A rows read (bf16; W4A8: e4m3 and one f32 scale per row)
+  double act_in = 0;   // A rows read (bf16; W4A8: e4m3 and one f32 scale per row; W4A4: e2m1 and E8M0 per 32)
   double act_out = 0;  // C rows written (bf16)
   double total() const { return weights + scales + bias + act_in + act_out; }
 };
@@ -129,7 +159,8 @@ inline CaseBytes case_bytes(const GemmCase& c, double touched_experts) {
   b.weights = touched_experts * static_cast<double>(expert_weight_bytes(c));
   b.scales = touched_experts * static_cast<double>(expert_scale_bytes(c));
   b.bias = touched_experts * static_cast<double>(expert_bias_bytes(c));
-  b.act_in = static_cast<double>(c.a_rows()) * (c.k() * act_bytes(*c.format) + (is_w4a8(*c.format) ? 4 : 0));
+  b.act_in = static_cast<double>(c.a_rows()) * static_cast<double>(act_row_bytes(*c.format, c.k()) +
+                                                                    act_scale_row_bytes(*c.format, c.k()));
   b.act_out = static_cast<double>(c.pairs()) * c.out_columns() * 2;
   return b;
 }

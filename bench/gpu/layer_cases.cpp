@@ -24,7 +24,8 @@ moejit_packed_weights_t packed_view(const WeightSet& w, const GemmCase& c, std::
   p.n = c.n();
   p.k = c.k();
   p.act_and_mul = c.projection == Projection::gate_up ? 1 : 0;
-  p.act_dtype = is_w4a8(*c.format) ? MOEJIT_DTYPE_E4M3 : MOEJIT_DTYPE_BF16;  // the packing's activation width
+  // The packing's activation width.
+  p.act_dtype = is_w4a4(*c.format) ? MOEJIT_DTYPE_E2M1 : is_w4a8(*c.format) ? MOEJIT_DTYPE_E4M3 : MOEJIT_DTYPE_BF16;
   p.qweight = const_cast<u8*>(w.weights_of(copy));
   p.scales = const_cast<void*>(w.scales_of(copy));
   p.bias = const_cast<float*>(w.bias_of(copy));
@@ -76,9 +77,10 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   base.w13 = &p13[0];
   base.w2 = &p2[0];
   base.activation = c.model->activation == Epilogue::swiglu_oai ? MOEJIT_EPILOGUE_SWIGLU_OAI : MOEJIT_EPILOGUE_SILU_AND_MUL;
-  // W4A8: bf16 hidden states, which the layer quantizes per token (as an engine without FP8
-  // dispatch sends them).
+  // W4A8 / W4A4: bf16 hidden states, which the layer quantizes (per token to e4m3, per 32 to
+  // MXFP4), as an engine without quantized dispatch sends them.
   if (is_w4a8(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+  if (is_w4a4(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_BLOCK32;
   base.tokens = static_cast<std::int32_t>(tokens);
   base.topk = topk;
   base.hidden = d_x.data();
