@@ -753,7 +753,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
       const i64 row = c_row[r];
       if (row < 0) continue;
-      // Per-token activation scales of a plain-window expert: the row's, once.
+      // Per-token activation scales of a plain-window or fragment-scaled expert: the row's, once
+      // (times the fragments' offset 2^c, an exact power of two).
       float end_scale = result_scale;
       if constexpr (kActScaleAtEnd) end_scale = a_block_scale[mt][half_row] * result_scale;
       constexpr bool kEndScaled = kFragmentScales || kActScaleAtEnd;
