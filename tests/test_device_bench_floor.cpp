@@ -174,7 +174,8 @@ TEST_CASE("bench dense GEMM rate: 2 m n k FLOPs over the time") {
 
 TEST_CASE("bench layer cases: both projections' weights, hidden states in and out") {
   const auto layers = enumerate_layer_cases(false);
-  CHECK(layers.size() == (3 * 2 + 1) * 11 + (3 * 2 + 1) * 3);  // gpt-oss-120b: MXFP4 only; W4A8 at 3 counts
+  // gpt-oss-120b: MXFP4 only; W4A8 and W4A4 (4 models) at 3 counts.
+  CHECK(layers.size() == (3 * 2 + 1) * 11 + (3 * 2 + 1) * 3 + 4 * 3);
   const LayerCase c{&model("Ling-3.0-flash"), &format("mxfp4"), 2};
   CHECK(applicable(c));
   CHECK_FALSE(applicable(LayerCase{&model("gpt-oss-120b"), &format("int4_g128"), 2}));
