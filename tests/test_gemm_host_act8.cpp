@@ -20,6 +20,10 @@ void run_act8_matrix(const GemmFormat& f) {
   for (const GemmCase& c : act8_matrix(f)) run_gemm_case(*resolver, c, fresh_seed());
 }
 
+// The three mma paths of e4m3 activations: sm_89 (e4m3 mma), sm_90a (f16 pairs), sm_120a
+// (block-scaled mma for MXFP4, e4m3 mma for INT4).
+constexpr Arch kAct8MmaPaths[] = {Arch::sm_89, Arch::sm_90a, Arch::sm_120a};
+
 GemmCase act8_case(WeightFormat weight, DType scale, std::uint32_t group, ActScale act_scale) {
   GemmCase c;
   c.weight = weight;
@@ -103,11 +107,10 @@ TEST_CASE("host grouped GEMM W4A8: E8M0 scale bytes 0x00, 0xFE and 0xFF, and M =
 }
 
 TEST_CASE("host grouped GEMM W4A8: e4m3 NaN codes make their rows NaN, +-448 and subnormal codes are exact, on every mma path") {
-  // sm_89 (e4m3 mma), sm_90a (f16 pairs), sm_120a (block-scaled mma for MXFP4, e4m3 mma for INT4).
   TempDir dir;
   auto resolver = host_resolver(dir);
   int i = 0;
-  for (Arch arch : {Arch::sm_89, Arch::sm_90a, Arch::sm_120a}) {
+  for (Arch arch : kAct8MmaPaths) {
     CAPTURE(to_string(arch));
     HostLauncher host(arch);
     for (const GemmFormat& f : {GemmFormat{WeightFormat::mxfp4, DType::e8m0, 32}, GemmFormat{WeightFormat::int4_asym, DType::bf16, 128}}) {
@@ -253,7 +256,7 @@ TEST_CASE("host grouped GEMM W4A8: block128 scales given column-major and as mas
   TempDir dir;
   auto resolver = host_resolver(dir);
   int i = 0;
-  for (Arch arch : {Arch::sm_89, Arch::sm_90a, Arch::sm_120a}) {
+  for (Arch arch : kAct8MmaPaths) {
     CAPTURE(to_string(arch));
     HostLauncher host(arch);
     for (Layout layout : {Layout::indexed, Layout::contiguous, Layout::masked}) {

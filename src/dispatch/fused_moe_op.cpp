@@ -202,13 +202,15 @@ Status check_data(const FusedMoeRequest& r) {
   }
   if (r.expert_map != nullptr && reinterpret_cast<std::uintptr_t>(r.expert_map) % 4 != 0)
     return error(Code::invalid_argument, "argument 'expert_map': expected 4-byte alignment");
-  if (r.hidden_scale_k_stride < 0 ||
-      (r.hidden_scale_k_stride > 1 && !(r.act == DType::e4m3 && r.act_scale == ActScale::block128)))
+  if (r.hidden_scale_k_stride < 0)
     return error(Code::invalid_argument,
-                 "argument 'hidden_scale_k_stride' = {}: expected 0 or 1 (row-major){}", r.hidden_scale_k_stride,
-                 r.act == DType::e4m3 && r.act_scale == ActScale::block128
-                     ? ""
-                     : " (only e4m3 hidden states with block128 scales may give them column-major)");
+                 "argument 'hidden_scale_k_stride' = {}: expected >= 0 (0 or 1: row-major; more: column-major)",
+                 r.hidden_scale_k_stride);
+  if (r.hidden_scale_k_stride > 1 && !(r.act == DType::e4m3 && r.act_scale == ActScale::block128))
+    return error(Code::invalid_argument,
+                 "argument 'hidden_scale_k_stride' = {}: expected 0 or 1 (row-major; only e4m3 hidden states with "
+                 "block128 scales may give them column-major)",
+                 r.hidden_scale_k_stride);
   if (r.act == DType::e2m1) {
     if (r.hidden_scales == nullptr || reinterpret_cast<std::uintptr_t>(r.hidden_scales) % 16 != 0)
       return error(Code::invalid_argument,
@@ -439,7 +441,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   if (is_quantized(r)) {
     b.up_scales = r.hidden_scales;
     b.up_scale_ld = r.act_scale == ActScale::token ? 0 : r.hidden_scale_ld;
-    b.up_scale_k_stride = r.act_scale == ActScale::block128 ? r.hidden_scale_k_stride : 0;
+    b.up_scale_k_stride = r.hidden_scale_k_stride;  // check_data: above 1 only for block128
     b.down_a = ws + l.intermediate_q;
     b.down_scales = ws + l.intermediate_scales;
     b.down_scale_ld = scale_stride(r.act_scale, r.w2.k);
