@@ -213,6 +213,22 @@ TEST_CASE("weight packing refusals name the argument and the expected value") {
        })},
       {"zero points for a format without them", MOEJIT_ERROR_INVALID_ARGUMENT, {"zeros"},
        size_with([&](auto& d) { d.zeros = layer.w13_scales.data(); })},
+      {"compressed-tensors MXFP4", MOEJIT_ERROR_INVALID_ARGUMENT, {"compressed_tensors", "not mxfp4", "int4_sym"},
+       size_with([](auto& d) { d.source = MOEJIT_SOURCE_COMPRESSED_TENSORS; })},
+      {"compressed-tensors asymmetric without zero points", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'zeros' is null", "weight_zero_point"},
+       size_with([](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_ASYM;
+         d.scale_dtype = MOEJIT_DTYPE_BF16;
+         d.source = MOEJIT_SOURCE_COMPRESSED_TENSORS;
+       })},
+      {"compressed-tensors symmetric with zero points", MOEJIT_ERROR_INVALID_ARGUMENT, {"'zeros' is set", "int4_sym"},
+       size_with([&](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_SYM;
+         d.scale_dtype = MOEJIT_DTYPE_BF16;
+         d.source = MOEJIT_SOURCE_COMPRESSED_TENSORS;
+         d.zeros = layer.w13_scales.data();
+       })},
   };
   for (const auto& r : refusals) check_refusal(r);
 

@@ -1,7 +1,8 @@
-// Packers from engine layouts (vLLM/gpt-oss MXFP4, GPTQ v1/v2, AWQ) equal the plain packer on
-// the same logical weights. The tests build each engine layout from logical weights with their
-// own encoders, written from the layouts' definitions (AWQ from AutoAWQ's pack order), not with
-// the library's readers.
+// Packers from engine layouts (vLLM/gpt-oss MXFP4, GPTQ v1/v2, AWQ, compressed-tensors) equal the
+// plain packer on the same logical weights. The tests build each engine layout from logical
+// weights with their own encoders, written from the layouts' definitions (AWQ from AutoAWQ's pack
+// order, compressed-tensors from its pack_to_int32), not with the library's readers.
+// python/tests/test_compressed_tensors.py packs with compressed-tensors itself.
 
 #include <doctest/doctest.h>
 
@@ -81,6 +82,38 @@ Int4Tensors to_awq(const QuantizedWeights& w) {
       }
       for (u32 n = 0; n < w.n; ++n) t.scales.push_back(w.scales[w.group_index(e, n, g)]);
     }
+  }
+  return t;
+}
+
+// compressed-tensors packs signed int8 values q + 8, eight per int32 from the low bits, along the
+// last dimension: the weights [N][K] along K, the zero points [N][K/G] transposed, along N.
+struct CompressedTensors {
+  std::vector<i32> weight_packed, weight_zero_point;
+  std::vector<u16> weight_scale;
+};
+
+CompressedTensors to_compressed_tensors(const QuantizedWeights& w) {
+  CompressedTensors t;
+  const u32 G = w.groups();
+  auto pack8 = [](auto value_of) {
+    u32 word = 0;
+    for (u32 i = 0; i < 8; ++i) {
+      const int q = value_of(i) - 8;  // the signed value the exporter quantized to
+      word |= static_cast<u32>(q + 8) << (4 * i);
+    }
+    return as_i32(word);
+  };
+  for (u32 e = 0; e < w.experts; ++e) {
+    for (u32 n = 0; n < w.n; ++n) {
+      for (u32 j = 0; j < w.k / 8; ++j)
+        t.weight_packed.push_back(pack8([&](u32 i) { return int{w.codes[w.code_index(e, n, 8 * j + i)]}; }));
+      for (u32 g = 0; g < G; ++g) t.weight_scale.push_back(w.scales[w.group_index(e, n, g)]);
+    }
+    if (w.format == WeightFormat::int4_asym)
+      for (u32 c = 0; c < w.n / 8; ++c)
+        for (u32 g = 0; g < G; ++g)
+          t.weight_zero_point.push_back(pack8([&](u32 i) { return int{w.zeros[w.group_index(e, 8 * c + i, g)]}; }));
   }
   return t;
 }
@@ -226,6 +259,49 @@ TEST_CASE("AWQ tensors pack like the plain packer") {
   }
 }
 
+TEST_CASE("compressed-tensors pack-quantized tensors pack like the plain packer") {
+  Rng rng;
+  MOEJIT_QUANT_SEED(rng);
+  const u32 E = 2, N = 64, K = 256;
+  for (WeightFormat format : {WeightFormat::int4_sym, WeightFormat::int4_asym}) {
+    for (u32 group : {32u, 64u, 128u, K}) {
+      for (DType dtype : {DType::bf16, DType::f16}) {
+        for (RowOrder rows : kRowOrders) {
+          CAPTURE(static_cast<int>(format));
+          CAPTURE(group);
+          CAPTURE(static_cast<int>(dtype));
+          const std::string order_name = row_order_name(rows);
+          CAPTURE(order_name);
+          const QuantizedWeights w = random_logical(rng, format, group, dtype, E, N, K);
+          const auto t = to_compressed_tensors(w);
+          CompressedTensorsWeights src;
+          src.weight_packed = t.weight_packed;
+          src.weight_zero_point = t.weight_zero_point;
+          src.weight_scale = t.weight_scale;
+          src.experts = E;
+          src.n = N;
+          src.k = K;
+          src.group_size = group;
+          src.scale_dtype = dtype;
+          src.symmetric = format == WeightFormat::int4_sym;
+          auto logical = logical_from_compressed_tensors(src);
+          REQUIRE(logical.ok());
+          CHECK(logical->codes == w.codes);
+          CHECK(logical->scales == w.scales);
+          CHECK(logical->zeros == w.zeros);
+          std::vector<float> bias(E * N);
+          for (auto& b : bias) b = rng.normal_nonzero(1.0f);
+          auto from_engine = pack_compressed_tensors(src, {rows, bias});
+          auto plain = pack(w, {rows, bias});
+          REQUIRE(from_engine.ok());
+          REQUIRE(plain.ok());
+          check_same_pack(*from_engine, *plain);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
   Rng rng;
   MOEJIT_QUANT_SEED(rng);
@@ -299,4 +375,36 @@ TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
   awq.group_size = 32;
   awq.scales = std::span<const u16>(a.scales).first(7);
   check_error(pack_awq(awq).status(), Code::invalid_argument, {"AWQ scales has 7 elements"});
+
+  const auto c = to_compressed_tensors(asym);
+  CompressedTensorsWeights ct;
+  ct.weight_packed = c.weight_packed;
+  ct.weight_zero_point = c.weight_zero_point;
+  ct.weight_scale = c.weight_scale;
+  ct.experts = E;
+  ct.n = N;
+  ct.k = K;
+  ct.group_size = 32;
+  ct.scale_dtype = DType::f16;
+  ct.symmetric = false;
+  REQUIRE(pack_compressed_tensors(ct).ok());
+  CompressedTensorsWeights bad_ct = ct;
+  bad_ct.weight_packed = std::span<const i32>(c.weight_packed).first(100);
+  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
+              {"weight_packed has 100 int32", "E*N*(K/8) = 2048"});
+  bad_ct = ct;
+  bad_ct.weight_scale = std::span<const u16>(c.weight_scale).first(9);
+  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
+              {"weight_scale has 9 elements", "E*N*(K/G) = 512"});
+  bad_ct = ct;
+  bad_ct.weight_zero_point = {};
+  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
+              {"weight_zero_point has 0 int32", "E*(N/8)*(K/G) = 64"});
+  bad_ct = ct;
+  bad_ct.symmetric = true;  // zero points handed with symmetric weights would be ignored: refused
+  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
+              {"weight_zero_point given for symmetric weights"});
+  bad_ct = ct;
+  bad_ct.group_size = 48;
+  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument, {"group_size = 48"});
 }

@@ -172,7 +172,13 @@ typedef enum moejit_weight_source {
                                     zero points minus 0x11111111 as one 32-bit subtraction (what
                                     AutoGPTQ and GPTQModel write), read back by adding it */
   MOEJIT_SOURCE_GPTQ_V2 = 4,     /* as v1, qzeros holding the zero point itself */
-  MOEJIT_SOURCE_AWQ = 5          /* qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales [E,K/G,N] */
+  MOEJIT_SOURCE_AWQ = 5,         /* qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales [E,K/G,N] */
+  /* Added in 0.2: compressed-tensors "pack-quantized" INT4, as llm-compressor exports it (each
+     expert's tensors stacked): weight_packed i32 [E,N,K/8] (nibble i of word j: k = 8j + i),
+     weight_scale [E,N,K/G], weight_zero_point i32 [E,N/8,K/G] (INT4_ASYM only; nibble i of word c:
+     n = 8c + i), every nibble the signed value + 8. vLLM and SGLang transpose these tensors on
+     load; what they then hold is GPTQ_V2. */
+  MOEJIT_SOURCE_COMPRESSED_TENSORS = 6
 } moejit_weight_source_t;
 
 /* Row order of act-and-mul (gate/up, N = 2I) weights; PLAIN for every other weight. */

@@ -7,7 +7,7 @@ from ._errors import invalid
 BACKENDS = {"auto": 0, "device": 1, "host": 2}
 DTYPES = {"bf16": 1, "f16": 2, "f32": 3, "e4m3": 4, "e8m0": 5, "e2m1": 6}
 FORMATS = {"mxfp4": 1, "int4_sym": 2, "int4_asym": 3}
-SOURCES = {"plain": 1, "vllm_mxfp4": 2, "gptq_v1": 3, "gptq_v2": 4, "awq": 5}
+SOURCES = {"plain": 1, "vllm_mxfp4": 2, "gptq_v1": 3, "gptq_v2": 4, "awq": 5, "compressed_tensors": 6}
 ROW_ORDERS = {"plain": 0, "concatenated": 1, "interleaved": 2}
 LAYOUTS = {"indexed": 1, "contiguous": 2, "masked": 3}
 # Activations as vLLM spells them ("silu", "swigluoai") and as moejit does.

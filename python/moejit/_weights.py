@@ -86,6 +86,10 @@ def _shape_of(source: str, qweight, scales, zeros) -> tuple[int, int, int, int]:
         e, k8, n = dims(qweight, "qweight", 3)
         k = 8 * k8
         groups = dims(scales, "scales", 3)[1]
+    elif source == "compressed_tensors":
+        e, n, k8 = dims(qweight, "qweight", 3)
+        k = 8 * k8
+        groups = dims(scales, "scales", 3)[2]
     else:  # awq
         e, k, n8 = dims(qweight, "qweight", 3)
         n = 8 * n8
@@ -104,6 +108,9 @@ def _expected_shapes(source: str, e: int, n: int, k: int, g: int) -> dict:
     if source in ("gptq_v1", "gptq_v2"):
         return {"qweight": ("i32", (e, k // 8, n)), "scales": (None, (e, groups, n)),
                 "zeros": ("i32", (e, groups, n // 8))}
+    if source == "compressed_tensors":
+        return {"qweight": ("i32", (e, n, k // 8)), "scales": (None, (e, n, groups)),
+                "zeros": ("i32", (e, n // 8, groups))}
     return {"qweight": ("i32", (e, k, n // 8)), "scales": (None, (e, groups, n)), "zeros": ("i32", (e, groups, n // 8))}
 
 
@@ -125,7 +132,10 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     "vllm_mxfp4" (u8 [E,N,K/2], E8M0 u8 [E,N,K/32]), "gptq_v1" / "gptq_v2" (qweight i32
     [E,K/8,N], qzeros i32 [E,K/G,N/8], scales [E,K/G,N]; v1 as GPTQModel and AutoGPTQ write it,
     each word minus 0x11111111), "awq" (qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales
-    [E,K/G,N]). E, N, K and the group size come from the shapes. format: "mxfp4" (E8M0 u8
+    [E,K/G,N]), "compressed_tensors" (llm-compressor's pack-quantized INT4 as the checkpoint
+    stores it, experts stacked: weight_packed i32 [E,N,K/8], weight_scale [E,N,K/G],
+    weight_zero_point i32 [E,N/8,K/G] when asymmetric). E, N, K and the group size come from the
+    shapes. format: "mxfp4" (E8M0 u8
     scales), "int4_sym" or "int4_asym"; by default MXFP4 when the scales are uint8, else INT4
     asymmetric when zeros are given (GPTQ symmetric checkpoints also store qzeros: pass
     format="int4_sym", and moejit checks every zero point is 8). rows: "plain", or for gate/up

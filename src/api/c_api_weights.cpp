@@ -8,6 +8,15 @@ using namespace moejit;
 
 namespace {
 
+// source_desc casts the ABI's source to the packer's enum: one numbering.
+constexpr bool same_value(dispatch::WeightSource s, moejit_weight_source_t c) { return static_cast<int>(s) == c; }
+static_assert(same_value(dispatch::WeightSource::plain_codes, MOEJIT_SOURCE_PLAIN_CODES) &&
+              same_value(dispatch::WeightSource::vllm_mxfp4, MOEJIT_SOURCE_VLLM_MXFP4) &&
+              same_value(dispatch::WeightSource::gptq_v1, MOEJIT_SOURCE_GPTQ_V1) &&
+              same_value(dispatch::WeightSource::gptq_v2, MOEJIT_SOURCE_GPTQ_V2) &&
+              same_value(dispatch::WeightSource::awq, MOEJIT_SOURCE_AWQ) &&
+              same_value(dispatch::WeightSource::compressed_tensors, MOEJIT_SOURCE_COMPRESSED_TENSORS));
+
 Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
   MOEJIT_TRY(api::check_struct(d, d ? d->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_weights_desc_t, act_dtype), "desc"));
   PackedOrder order = PackedOrder::a16;
@@ -21,8 +30,8 @@ Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
   if (d->format < MOEJIT_WEIGHT_MXFP4 || d->format > MOEJIT_WEIGHT_INT4_ASYM)
     return error(Code::invalid_argument, "argument 'desc->format' = {}: expected a moejit_weight_format_t (1..3)",
                  static_cast<int>(d->format));
-  if (d->source < MOEJIT_SOURCE_PLAIN_CODES || d->source > MOEJIT_SOURCE_AWQ)
-    return error(Code::invalid_argument, "argument 'desc->source' = {}: expected a moejit_weight_source_t (1..5)",
+  if (d->source < MOEJIT_SOURCE_PLAIN_CODES || d->source > MOEJIT_SOURCE_COMPRESSED_TENSORS)
+    return error(Code::invalid_argument, "argument 'desc->source' = {}: expected a moejit_weight_source_t (1..6)",
                  static_cast<int>(d->source));
   if (d->rows < MOEJIT_ROWS_PLAIN || d->rows > MOEJIT_ROWS_INTERLEAVED)
     return error(Code::invalid_argument, "argument 'desc->rows' = {}: expected a moejit_row_order_t (0..2)",

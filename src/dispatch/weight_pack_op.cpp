@@ -57,8 +57,21 @@ Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
       if (d.format == WeightFormat::int4_asym && d.zeros == nullptr)
         return error(Code::invalid_argument, "argument 'zeros' is null: expected the qzeros of int4_asym weights");
       return b;
+    case WeightSource::compressed_tensors:
+      if (mxfp4)
+        return error(Code::invalid_argument,
+                     "source compressed_tensors holds pack-quantized INT4 weights, not mxfp4: expected int4_sym or "
+                     "int4_asym");
+      b.qweight = e * n * k / 2;
+      b.scales = e * n * groups * 2;
+      b.zeros = d.zeros ? e * (n / 8) * groups * 4 : 0;
+      if (d.format == WeightFormat::int4_asym && d.zeros == nullptr)
+        return error(Code::invalid_argument,
+                     "argument 'zeros' is null: expected the weight_zero_point of int4_asym weights");
+      return b;
   }
-  return error(Code::invalid_argument, "argument 'source' = {}: expected plain codes, vLLM MXFP4, GPTQ v1/v2 or AWQ",
+  return error(Code::invalid_argument,
+               "argument 'source' = {}: expected plain codes, vLLM MXFP4, GPTQ v1/v2, AWQ or compressed-tensors",
                static_cast<int>(d.source));
 }
 
@@ -154,6 +167,19 @@ Result<quant::PackedWeights> pack_host(const WeightSourceDesc& d, const SourceBy
       w.group_size = d.group_size;
       w.scale_dtype = d.scale;
       return quant::pack_awq(w, options);
+    }
+    case WeightSource::compressed_tensors: {
+      quant::CompressedTensorsWeights w;
+      w.weight_packed = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
+      if (h.z != nullptr) w.weight_zero_point = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
+      w.weight_scale = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
+      w.experts = d.experts;
+      w.n = d.n;
+      w.k = d.k;
+      w.group_size = d.group_size;
+      w.scale_dtype = d.scale;
+      w.symmetric = d.format == WeightFormat::int4_sym;
+      return quant::pack_compressed_tensors(w, options);
     }
   }
   return error(Code::internal, "unhandled weight source");

@@ -10,7 +10,14 @@
 
 namespace moejit::dispatch {
 
-enum class WeightSource : std::uint8_t { plain_codes = 1, vllm_mxfp4 = 2, gptq_v1 = 3, gptq_v2 = 4, awq = 5 };
+enum class WeightSource : std::uint8_t {
+  plain_codes = 1,
+  vllm_mxfp4 = 2,
+  gptq_v1 = 3,
+  gptq_v2 = 4,
+  awq = 5,
+  compressed_tensors = 6
+};
 
 struct WeightSourceDesc {
   WeightFormat format = WeightFormat::none;

@@ -73,4 +73,26 @@ struct AwqWeights {
 Result<QuantizedWeights> logical_from_awq(const AwqWeights& weights);
 Result<PackedWeights> pack_awq(const AwqWeights& weights, const PackOptions& options = {});
 
+// ---- compressed-tensors pack-quantized ------------------------------------------------------
+// What llm-compressor exports for W4A16 INT4 (Kimi-K2, RedHatAI's w4a16 models), per expert as
+// the checkpoint stores its module, stacked over E:
+//   weight_packed [E][N][K/8] int32: word (n, j) holds k = 8j + i in nibble i, as q + 8 for the
+//     signed value q in -8..7, which is moejit's unsigned code;
+//   weight_scale [E][N][K/G] bf16 (or f16) bits;
+//   weight_zero_point [E][N/8][K/G] int32, asymmetric checkpoints only (symmetric ones drop it;
+//     the zero point is 8): word (c, g) holds the zero point of n = 8c + i in nibble i, also + 8.
+// Dequantization is (q - zp) * scale = (nibble - zero nibble) * scale, moejit's own rule. vLLM and
+// SGLang transpose these tensors when they load them; what they then hold is GPTQ v2's layout.
+struct CompressedTensorsWeights {
+  std::span<const i32> weight_packed;
+  std::span<const i32> weight_zero_point;  // empty when symmetric
+  std::span<const u16> weight_scale;
+  u32 experts = 0, n = 0, k = 0, group_size = 0;  // group_size == k: strategy "channel"
+  DType scale_dtype = DType::bf16;
+  bool symmetric = true;
+};
+
+Result<QuantizedWeights> logical_from_compressed_tensors(const CompressedTensorsWeights& weights);
+Result<PackedWeights> pack_compressed_tensors(const CompressedTensorsWeights& weights, const PackOptions& options = {});
+
 }  // namespace moejit::quant
