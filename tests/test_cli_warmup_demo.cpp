@@ -144,11 +144,60 @@ TEST_CASE("moejit warmup --act e2m1 warms the W4A4 layer on sm_120a and sm_121a,
   Json int4 = run_json(dir, {"demo", "--model", dir / "config.json", "--backend", "host", "--weights", "int4-g128",
                              "--act", "e2m1"},
                        1);
-  CHECK(int4["error"]["message"].get<std::string>().find("--act e2m1 with --weights int4-g128") != std::string::npos);
+  CHECK(int4["error"]["message"].get<std::string>().find("--act e2m1 with weights int4-g128") != std::string::npos);
   Json scale = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_120a", "--act", "e2m1",
                               "--act-scale", "token"},
                         1);
   CHECK(scale["error"]["message"].get<std::string>().find("--act-scale token: expected block32") != std::string::npos);
+}
+
+TEST_CASE("moejit warmup and demo build for the checkpoint's quantization_config when --weights is not given") {
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  // Kimi-K2's scheme (compressed-tensors, INT4 symmetric, group 32, bf16 model) on a small shape.
+  write_text(dir / "kimi.json", R"({"model_type": "kimi_k2", "hidden_size": 256, "moe_intermediate_size": 128,
+    "n_routed_experts": 16, "num_experts_per_tok": 4, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int",
+        "symmetric": true, "strategy": "group", "group_size": 32, "actorder": null}}}}})");
+  const std::vector<std::string> warm = {"warmup", "--model", dir / "kimi.json", "--arch", "sm_90a", "--max-tokens", "1"};
+  Json from_config = run_json(dir, warm);
+  CHECK(from_config["weights"] == "int4-g32");
+  CHECK(from_config["weight_scale"] == "bf16");
+  CHECK(from_config["compiled"].get<int>() > 0);
+  // The same kernels --weights int4-g32 --scale bf16 names: all on disk now.
+  std::vector<std::string> named = warm;
+  named.insert(named.end(), {"--weights", "int4-g32", "--scale", "bf16"});
+  Json explicit_flags = run_json(dir, named);
+  CHECK(explicit_flags["from_disk"] == from_config["kernels"]);
+  CHECK(explicit_flags["compiled"] == 0);
+  // --weights wins over the config, with a warning that names both.
+  std::vector<std::string> other = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store"};
+  other.insert(other.end(), warm.begin(), warm.end());
+  other.insert(other.end(), {"--weights", "int4-g64"});
+  const ProcessResult overridden = run_process(other, {{"MOEJIT_LOCK_DIR", dir / "locks"}});
+  CAPTURE(overridden.err);
+  CHECK(overridden.exit_code == 0);
+  CHECK(overridden.err.find("--weights int4-g64: " + (dir / "kimi.json") +
+                            "'s quantization_config (compressed-tensors) describes int4-g32 weights") != std::string::npos);
+  CHECK(Json::parse(overridden.out)["weights"] == "int4-g64");
+  // The demo runs the checkpoint's format too.
+  Json demo = run_json(dir, {"demo", "--model", dir / "kimi.json", "--backend", "host", "--tokens", "3"});
+  CHECK(demo["weights"] == "int4-g32");
+  CHECK(demo["ok"] == true);
+
+  // DeepSeek-V3's own FP8 checkpoint: refused without --weights, with the reason; warmed with it.
+  write_text(dir / "fp8.json", R"({"model_type": "deepseek_v3", "hidden_size": 256, "moe_intermediate_size": 128,
+    "n_routed_experts": 16, "num_experts_per_tok": 4, "quantization_config": {"activation_scheme": "dynamic",
+    "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}})");
+  Json refused = run_json(dir, {"warmup", "--model", dir / "fp8.json", "--arch", "sm_90a"}, 1);
+  const std::string message = refused["error"]["message"];
+  CHECK(message.find("quantization_config 'fp8' is not a format moejit runs (FP8 weights") != std::string::npos);
+  CHECK(message.find("pass --weights") != std::string::npos);
+  Json named_fp8 = run_json(dir, {"warmup", "--model", dir / "fp8.json", "--arch", "sm_90a", "--max-tokens", "1",
+                                  "--weights", "int4-g32"});
+  CHECK(named_fp8["weights"] == "int4-g32");
+  CHECK(named_fp8["errors"].empty());
 }
 
 TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {

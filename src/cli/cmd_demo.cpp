@@ -34,7 +34,7 @@ constexpr std::uint32_t kHostExperts = 16;  // the host backend runs a layer thi
 constexpr double kE2m1Tolerance = 0.3;
 
 struct DemoArgs {
-  std::string model = kDefaultModel, backend = "auto", weights = "mxfp4", scale, act = "bf16", act_scale;
+  std::string model = kDefaultModel, backend = "auto", weights, scale, act = "bf16", act_scale;
   std::int32_t tokens = 4;
   std::uint32_t iterations = 20;
 };
@@ -159,12 +159,13 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   } else if (exists_error) {
     return error(Code::io_error, "--model {}: cannot look it up: {}", a.model, exists_error.message());
   } else if (a.model == kDefaultModel) {
-    shape = {"qwen3_moe", 2048, 768, 128, 8, Epilogue::silu_and_mul};  // the default file's values
+    shape = {"qwen3_moe", 2048, 768, 128, 8, Epilogue::silu_and_mul, {}};  // the default file's values
   } else {
     return error(Code::not_found, "--model {}: no such file", a.model);
   }
   if (a.tokens <= 0) return error(Code::invalid_argument, "--tokens {}: expected > 0", a.tokens);
-  MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(a.weights, a.scale));
+  MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, choose_weights(a.weights, a.scale, shape.quantization, a.model));
+  const std::string weights_name = dispatch::weights_spelling(w.format, w.group_size);
   MOEJIT_ASSIGN_OR_RETURN(DType act, parse_act(a.act));
   MOEJIT_ASSIGN_OR_RETURN(ActScale act_scale, parse_act_scale(a.act_scale, act));
   // W4A8 and W4A4 take the same bf16 hidden states, which the layer quantizes; each is compared
@@ -173,8 +174,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   const DType hidden_dtype = quantized ? DType::bf16 : act;
   const char* act_name = act == DType::e2m1 ? "W4A4" : "W4A8";
   if (act == DType::e2m1 && w.format != WeightFormat::mxfp4)
-    return error(Code::invalid_argument, "--act e2m1 with --weights {}: expected mxfp4 weights (W4A4 is MXFP4 x MXFP4)",
-                 a.weights);
+    return error(Code::invalid_argument, "--act e2m1 with weights {}: expected mxfp4 weights (W4A4 is MXFP4 x MXFP4)",
+                 weights_name);
 
   // The backend.
   std::unique_ptr<DeviceLauncher> device;
@@ -337,7 +338,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   if (!why_host.empty()) doc["why_host"] = why_host;
   doc["topk"] = topk;
   doc["tokens"] = T;
-  doc["weights"] = a.weights;
+  doc["weights"] = weights_name;
+  doc["weight_scale"] = to_string(w.scale);
   doc["backend"] = to_string(run_on->backend());
   doc["arch"] = to_string(run_on->arch());
   doc["act"] = to_string(act);
@@ -376,7 +378,9 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& g) {
   cmd->add_option("--model", a->model, "Hugging Face config.json (default: bench/models/qwen3-30b-a3b.json)");
   cmd->add_option("--tokens", a->tokens, "Tokens in the batch (default 4)");
   cmd->add_option("--backend", a->backend, "auto (default), device or host");
-  cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
+  cmd->add_option("--weights", a->weights,
+                  std::string("Weight format: ") + std::string(weights_help()) +
+                      " (default: the config's quantization_config, else mxfp4)");
   cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
   cmd->add_option("--act", a->act,
                   "Activation dtype: bf16 (default), f16, e4m3 (W4A8) or e2m1 (W4A4, MXFP4 weights, sm_120a/sm_121a; "

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
@@ -18,7 +19,7 @@ namespace moejit::cli {
 namespace {
 
 struct WarmupArgs {
-  std::string model, archs = "", weights = "mxfp4", scale, act = "bf16", act_scale, out = "bf16", from_usage,
+  std::string model, archs = "", weights, scale, act = "bf16", act_scale, out = "bf16", from_usage,
       backend = "device";
   std::uint32_t tp = 1, ep = 1, max_tokens = 8192, jobs = 0;
 };
@@ -41,25 +42,31 @@ Result<std::vector<Arch>> parse_archs(const std::string& list) {
   return out;
 }
 
+// What to warm: the specs, and with --model the weights they were built for.
+struct WarmPlan {
+  std::vector<KernelSpec> specs;
+  std::optional<WeightChoice> weights;
+};
+
 // The specs to warm, from a model config or a usage manifest.
-Result<std::vector<KernelSpec>> specs_to_warm(const WarmupArgs& a, Backend backend) {
+Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend) {
   MOEJIT_ASSIGN_OR_RETURN(std::vector<Arch> archs, parse_archs(a.archs));
   if (!a.from_usage.empty()) {
     MOEJIT_ASSIGN_OR_RETURN(std::vector<KernelSpec> used, dispatch::read_usage_manifest(a.from_usage));
-    if (archs.empty()) return used;
+    if (archs.empty()) return WarmPlan{used, {}};
     // Re-target the recorded specs: the same kernels for every named architecture.
-    std::vector<KernelSpec> out;
+    WarmPlan out;
     for (Arch arch : archs)
       for (KernelSpec s : used) {
         s.arch = arch;
-        out.push_back(s);
+        out.specs.push_back(s);
       }
     return out;
   }
   if (a.model.empty()) return error(Code::invalid_argument, "expected --model CONFIG.json or --from-usage FILE");
   if (archs.empty()) return error(Code::invalid_argument, "--arch is required with --model (e.g. --arch sm_90a)");
   MOEJIT_ASSIGN_OR_RETURN(dispatch::MoeLayerShape shape, dispatch::read_hf_config(a.model));
-  MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(a.weights, a.scale));
+  MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, choose_weights(a.weights, a.scale, shape.quantization, a.model));
   dispatch::ModelDesc m;
   m.hidden = shape.hidden;
   m.intermediate = shape.intermediate;
@@ -75,10 +82,10 @@ Result<std::vector<KernelSpec>> specs_to_warm(const WarmupArgs& a, Backend backe
   m.tensor_parallel = a.tp;
   m.expert_parallel = a.ep;
   m.max_tokens = a.max_tokens;
-  std::vector<KernelSpec> out;
+  WarmPlan out{{}, w};
   for (Arch arch : archs) {
     MOEJIT_ASSIGN_OR_RETURN(auto specs, dispatch::model_specs(m, arch, backend));
-    out.insert(out.end(), specs.begin(), specs.end());
+    out.specs.insert(out.specs.end(), specs.begin(), specs.end());
   }
   return out;
 }
@@ -101,7 +108,9 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
   auto a = std::make_shared<WarmupArgs>();
   cmd->add_option("--model", a->model, "Hugging Face config.json of the model");
   cmd->add_option("--arch", a->archs, "Target architectures, comma-separated (e.g. sm_90a,sm_121a)");
-  cmd->add_option("--weights", a->weights, std::string("Weight format: ") + std::string(weights_help()));
+  cmd->add_option("--weights", a->weights,
+                  std::string("Weight format: ") + std::string(weights_help()) +
+                      " (default: the config's quantization_config, else mxfp4)");
   cmd->add_option("--scale", a->scale, "INT4 scale dtype: bf16 (default) or f16");
   cmd->add_option("--act", a->act,
                   "Activation dtype: bf16 (default), f16, e4m3 (W4A8: FP8 activations; the hidden states may come "
@@ -119,8 +128,9 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
     Backend backend = a->backend == "host" ? Backend::host : Backend::device;
     if (a->backend != "host" && a->backend != "device")
       return fail(g, error(Code::invalid_argument, "--backend {}: expected device or host", a->backend));
-    auto specs = specs_to_warm(*a, backend);
-    if (!specs.ok()) return fail(g, specs.status());
+    auto plan = specs_to_warm(*a, backend);
+    if (!plan.ok()) return fail(g, plan.status());
+    const std::vector<KernelSpec>* specs = &plan->specs;
     auto options = resolver_options(g);
     if (!options.ok()) return fail(g, options.status());
     if (a->jobs > 0) options->compile_threads = a->jobs;
@@ -152,6 +162,10 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
              {"compile_ms", stats.compile_ms},
              {"store", (*resolver)->store().options().dir},
              {"memory_only", (*resolver)->store().memory_only()}};
+    if (plan->weights) {
+      doc["weights"] = dispatch::weights_spelling(plan->weights->format, plan->weights->group_size);
+      doc["weight_scale"] = to_string(plan->weights->scale);
+    }
     print(g, doc);
     return errors.empty() ? 0 : 1;
   }};

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "spec/spec_fields.hpp"
+#include "support/log.hpp"
 
 namespace moejit::cli {
 
@@ -39,6 +40,33 @@ Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale
   if (scale.empty() || scale == "bf16") w.scale = DType::bf16;
   else if (scale == "f16") w.scale = DType::f16;
   else return error(Code::invalid_argument, "--scale {}: expected bf16 or f16 for INT4", scale);
+  return w;
+}
+
+Result<WeightChoice> choose_weights(std::string_view weights, std::string_view scale,
+                                    const dispatch::CheckpointQuantization& checkpoint, std::string_view config) {
+  using Kind = dispatch::CheckpointQuantization::Kind;
+  if (!weights.empty()) {
+    MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(weights, scale));
+    if (checkpoint.kind == Kind::four_bit &&
+        (w.format != checkpoint.format || w.group_size != checkpoint.group_size))
+      log(LogLevel::warn, "--weights {}: {}'s quantization_config ({}) describes {} weights; building for --weights",
+          weights, config, checkpoint.method, dispatch::weights_spelling(checkpoint.format, checkpoint.group_size));
+    return w;
+  }
+  if (checkpoint.kind == Kind::unsupported)
+    return error(Code::invalid_argument,
+                 "{}: quantization_config '{}' is not a format moejit runs ({}); pass --weights ({}) for the 4-bit "
+                 "checkpoint that will be served",
+                 config, checkpoint.method, checkpoint.reason, weights_help());
+  if (checkpoint.kind == Kind::none) return parse_weights("mxfp4", scale);
+  const std::string spelling = dispatch::weights_spelling(checkpoint.format, checkpoint.group_size);
+  // The checkpoint's own scale dtype unless --scale says otherwise.
+  const std::string_view scale_name =
+      !scale.empty() || checkpoint.format == WeightFormat::mxfp4 ? scale : to_string(checkpoint.scale);
+  MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(spelling, scale_name));
+  log(LogLevel::info, "weights {} ({} scales), from {}'s quantization_config ({})", spelling, to_string(w.scale), config,
+      checkpoint.method);
   return w;
 }
 

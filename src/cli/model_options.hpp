@@ -20,6 +20,14 @@ struct WeightChoice {
 // `scale` ("bf16" / "f16", empty: bf16) for INT4.
 Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale);
 
+// The weights to build kernels for, given --weights / --scale (empty when not on the command line)
+// and the model config's quantization_config (read from `config`): the flags when given, with a
+// warning where the checkpoint says otherwise; else the checkpoint's 4-bit format; else MXFP4 (a
+// config of 16-bit weights). A checkpoint moejit cannot run, with no --weights, is an error that
+// says why and what to pass.
+Result<WeightChoice> choose_weights(std::string_view weights, std::string_view scale,
+                                    const dispatch::CheckpointQuantization& checkpoint, std::string_view config);
+
 // --act: bf16, f16, e4m3 (W4A8: FP8 activations, weights packed for them) or e2m1 / mxfp4 (W4A4:
 // MXFP4 activations, sm_120a / sm_121a).
 Result<DType> parse_act(std::string_view text);

@@ -35,6 +35,8 @@ Result<MoeLayerShape> parse_hf_config(std::string_view text, std::string_view wh
   if (!doc.is_object())
     return error(Code::invalid_argument, "{}: expected a JSON object (a Hugging Face config.json), got {}", what,
                  doc.type_name());
+  MoeLayerShape s;
+  MOEJIT_ASSIGN_OR_RETURN(s.quantization, read_checkpoint_quantization(doc, what));
   // Multimodal wrappers keep the language model's fields under text_config.
   if (auto wrapped = doc.find("text_config");
       wrapped != doc.end() && !wrapped->is_null() && !doc.contains("hidden_size")) {
@@ -44,7 +46,6 @@ Result<MoeLayerShape> parse_hf_config(std::string_view text, std::string_view wh
     json inner = std::move(*wrapped);
     doc = std::move(inner);
   }
-  MoeLayerShape s;
   // Absent is fine (the family then gets the default activation); anything but a string is not.
   if (auto type = doc.find("model_type"); type != doc.end()) {
     if (!type->is_string())

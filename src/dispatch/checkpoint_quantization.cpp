@@ -1,0 +1,229 @@
+#include "dispatch/checkpoint_quantization.hpp"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <vector>
+
+#include "spec/spec_fields.hpp"
+#include "support/json_input.hpp"
+
+namespace moejit::dispatch {
+namespace {
+
+using json = nlohmann::json;
+using Kind = CheckpointQuantization::Kind;
+
+CheckpointQuantization unsupported(std::string method, std::string reason) {
+  CheckpointQuantization q;
+  q.kind = Kind::unsupported;
+  q.method = std::move(method);
+  q.reason = std::move(reason);
+  return q;
+}
+
+// A field of `obj` that may be absent or null (nullopt); any other type than the expected one is
+// an error naming the field.
+struct Fields {
+  const json& obj;
+  std::string_view what;  // "config.json: quantization_config" or deeper
+
+  const json* find(const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() || it->is_null() ? nullptr : &*it;
+  }
+  Result<std::optional<std::int64_t>> integer(const char* key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::optional<std::int64_t>{};
+    if (!v->is_number_integer())
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected an integer", what, key, json_excerpt(*v));
+    return std::optional<std::int64_t>{v->get<std::int64_t>()};
+  }
+  Result<std::optional<bool>> boolean(const char* key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::optional<bool>{};
+    if (!v->is_boolean())
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected true or false", what, key, json_excerpt(*v));
+    return std::optional<bool>{v->get<bool>()};
+  }
+  Result<std::optional<std::string>> string(const char* key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::optional<std::string>{};
+    if (!v->is_string())
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected a string", what, key, json_excerpt(*v));
+    return std::optional<std::string>{v->get<std::string>()};
+  }
+};
+
+// INT4 with `group` as configs write it: -1 (GPTQ, AWQ) is per-channel.
+CheckpointQuantization int4(const std::string& method, bool symmetric, std::int64_t group, DType scale) {
+  if (group != -1 && group != 32 && group != 64 && group != 128)
+    return unsupported(method, fmt::format("group size {}: moejit's INT4 groups are 32, 64, 128 or per-channel", group));
+  CheckpointQuantization q;
+  q.kind = Kind::four_bit;
+  q.method = method;
+  q.format = symmetric ? WeightFormat::int4_sym : WeightFormat::int4_asym;
+  q.group_size = group == -1 ? 0 : static_cast<std::uint32_t>(group);
+  q.scale = scale;
+  return q;
+}
+
+CheckpointQuantization not_four_bit(const std::string& method, std::int64_t bits) {
+  return unsupported(method, fmt::format("{}-bit weights: moejit runs 4-bit ones", bits));
+}
+
+// GPTQ (AutoGPTQ, GPTQModel): f16 scales; group_size 128 when absent (their default).
+Result<CheckpointQuantization> gptq(const Fields& f, const std::string& method) {
+  MOEJIT_ASSIGN_OR_RETURN(auto bits, f.integer("bits"));
+  if (bits.value_or(4) != 4) return not_four_bit(method, *bits);
+  MOEJIT_ASSIGN_OR_RETURN(auto desc_act, f.boolean("desc_act"));
+  if (desc_act.value_or(false))
+    return unsupported(method, "act-order (desc_act: true): its g_idx permutes the K groups, which moejit does not");
+  MOEJIT_ASSIGN_OR_RETURN(auto sym, f.boolean("sym"));
+  MOEJIT_ASSIGN_OR_RETURN(auto group, f.integer("group_size"));
+  return int4(method, sym.value_or(true), group.value_or(128), DType::f16);
+}
+
+// AWQ (AutoAWQ, llm-awq): asymmetric unless zero_point is false; f16 scales; the "gemm" packing.
+Result<CheckpointQuantization> awq(const Fields& f, const std::string& method) {
+  MOEJIT_ASSIGN_OR_RETURN(auto bits, f.integer("bits"));
+  MOEJIT_ASSIGN_OR_RETURN(auto w_bit, f.integer("w_bit"));  // llm-awq's spelling
+  if (const std::int64_t b = bits.value_or(w_bit.value_or(4)); b != 4) return not_four_bit(method, b);
+  MOEJIT_ASSIGN_OR_RETURN(auto version, f.string("version"));
+  if (version && *version != "gemm" && *version != "GEMM")
+    return unsupported(method, fmt::format("AWQ version '{}' packs its weights differently: moejit reads 'gemm'",
+                                           *version));
+  MOEJIT_ASSIGN_OR_RETURN(auto zero_point, f.boolean("zero_point"));
+  MOEJIT_ASSIGN_OR_RETURN(auto group, f.integer("group_size"));
+  MOEJIT_ASSIGN_OR_RETURN(auto q_group, f.integer("q_group_size"));
+  return int4(method, !zero_point.value_or(true), group.value_or(q_group.value_or(128)), DType::f16);
+}
+
+// compressed-tensors: the config group whose weights are 4-bit integers, packed ("pack-quantized").
+// Its scales have the model's dtype.
+Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::string& method, DType model_dtype) {
+  MOEJIT_ASSIGN_OR_RETURN(auto top_format, f.string("format"));
+  const json* groups = f.find("config_groups");
+  if (groups == nullptr) return unsupported(method, "no config_groups: nothing says how the weights are quantized");
+  if (!groups->is_object())
+    return error(Code::invalid_argument, "{}: 'config_groups' = {}: expected an object", f.what, json_excerpt(*groups));
+  std::vector<CheckpointQuantization> found;
+  std::string skipped;  // why the other groups' weights cannot run
+  for (const auto& [name, group] : groups->items()) {
+    const std::string where = fmt::format("{}: config_groups.{}", f.what, name);
+    if (!group.is_object())
+      return error(Code::invalid_argument, "{}: {}: expected an object", where, json_excerpt(group));
+    const Fields g{group, where};
+    const json* weights = g.find("weights");
+    if (weights == nullptr) continue;  // activations only
+    if (!weights->is_object())
+      return error(Code::invalid_argument, "{}.weights: {}: expected an object", where, json_excerpt(*weights));
+    const std::string weights_where = where + ".weights";
+    const Fields w{*weights, weights_where};
+    MOEJIT_ASSIGN_OR_RETURN(auto type, w.string("type"));
+    MOEJIT_ASSIGN_OR_RETURN(auto bits, w.integer("num_bits"));
+    MOEJIT_ASSIGN_OR_RETURN(auto format, g.string("format"));
+    if (!format) format = top_format;
+    auto skip = [&](std::string why) { skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", name, why); };
+    if (type.value_or("int") != "int" || bits.value_or(8) != 4) {
+      skip(fmt::format("{} {}-bit weights", type.value_or("int"), bits.value_or(8)));
+      continue;
+    }
+    if (format.value_or("pack-quantized") != "pack-quantized") {
+      skip(fmt::format("format '{}' (moejit reads pack-quantized)", *format));
+      continue;
+    }
+    // actorder "group" stores a g_idx that permutes K; "weight" / "static" reorder nothing at run
+    // time. Early exports wrote a boolean (true meant "group").
+    const json* actorder = w.find("actorder");
+    if (actorder != nullptr && ((actorder->is_boolean() && actorder->get<bool>()) ||
+                                (actorder->is_string() && actorder->get<std::string>() == "group"))) {
+      skip("actorder 'group' (its g_idx permutes the K groups)");
+      continue;
+    }
+    MOEJIT_ASSIGN_OR_RETURN(auto strategy, w.string("strategy"));
+    MOEJIT_ASSIGN_OR_RETURN(auto group_size, w.integer("group_size"));
+    MOEJIT_ASSIGN_OR_RETURN(auto symmetric, w.boolean("symmetric"));
+    std::int64_t size = 0;
+    if (strategy.value_or("") == "channel") {
+      size = -1;
+    } else if (strategy.value_or("") == "group" && group_size) {
+      size = *group_size;
+    } else {
+      skip(fmt::format("strategy '{}'{} (moejit reads 'group' and 'channel')", strategy.value_or("none"),
+                       strategy.value_or("") == "group" ? " without a group_size" : ""));
+      continue;
+    }
+    CheckpointQuantization q = int4(method, symmetric.value_or(true), size, model_dtype);
+    if (q.kind == Kind::unsupported) {
+      skip(q.reason);
+      continue;
+    }
+    found.push_back(q);
+  }
+  if (found.empty())
+    return unsupported(method, skipped.empty() ? "no config group quantizes weights" : "config_groups hold " + skipped);
+  for (const CheckpointQuantization& q : found)
+    if (q.format != found[0].format || q.group_size != found[0].group_size)
+      return unsupported(method, fmt::format("config_groups describe several 4-bit schemes ({} and {}); moejit cannot "
+                                             "tell which the experts use",
+                                             weights_spelling(found[0].format, found[0].group_size),
+                                             weights_spelling(q.format, q.group_size)));
+  return found[0];
+}
+
+}  // namespace
+
+Result<CheckpointQuantization> read_checkpoint_quantization(const json& config, std::string_view what) {
+  const json* q = nullptr;
+  for (const json* doc : {&config, config.contains("text_config") ? &config["text_config"] : nullptr}) {
+    if (doc == nullptr || !doc->is_object()) continue;
+    if (auto it = doc->find("quantization_config"); it != doc->end() && !it->is_null()) {
+      q = &*it;
+      break;
+    }
+  }
+  if (q == nullptr) return CheckpointQuantization{};
+  const std::string where = fmt::format("{}: quantization_config", what);
+  if (!q->is_object()) return error(Code::invalid_argument, "{} = {}: expected an object", where, json_excerpt(*q));
+  const Fields f{*q, where};
+  MOEJIT_ASSIGN_OR_RETURN(auto method_field, f.string("quant_method"));
+  if (!method_field) return error(Code::invalid_argument, "{}: no 'quant_method': expected e.g. \"gptq\"", where);
+  std::string method = *method_field;
+  std::string lower = method;
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+
+  if (lower == "mxfp4") {
+    CheckpointQuantization out;
+    out.kind = Kind::four_bit;
+    out.method = method;
+    out.format = WeightFormat::mxfp4;
+    out.group_size = 32;
+    out.scale = DType::e8m0;
+    return out;
+  }
+  if (lower == "gptq" || lower == "gptq_marlin") return gptq(f, method);
+  if (lower == "awq" || lower == "awq_marlin") return awq(f, method);
+  if (lower == "compressed-tensors" || lower == "compressed_tensors") {
+    DType model_dtype = DType::bf16;
+    const Fields top{config, what};
+    for (const char* key : {"dtype", "torch_dtype"}) {
+      MOEJIT_ASSIGN_OR_RETURN(auto dtype, top.string(key));
+      if (dtype) {
+        model_dtype = *dtype == "float16" ? DType::f16 : DType::bf16;
+        break;
+      }
+    }
+    return compressed_tensors(f, method, model_dtype);
+  }
+  if (lower == "fp8") return unsupported(method, "FP8 weights: moejit runs 4-bit ones");
+  return unsupported(method, "not a method moejit reads (mxfp4, gptq, awq, compressed-tensors)");
+}
+
+std::string weights_spelling(WeightFormat format, std::uint32_t group_size) {
+  if (format == WeightFormat::mxfp4) return "mxfp4";
+  const std::string group = group_size == 0 ? "channel" : fmt::format("g{}", group_size);
+  return fmt::format("int4-{}{}", format == WeightFormat::int4_asym ? "asym-" : "", group);
+}
+
+}  // namespace moejit::dispatch
