@@ -112,6 +112,44 @@ TEST_CASE("quantization_config: the 4-bit checkpoints moejit runs") {
   check_four_bit(wrapped->quantization, "mxfp4", DType::e8m0);
 }
 
+TEST_CASE("quantization_config: compressed-tensors input_activations choose FP8 activations where moejit has them") {
+  auto with_acts = [](const char* acts) {
+    return read(R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"group_0": {
+                      "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "symmetric": true,
+                      "strategy": "group", "group_size": 128}, "input_activations": )" +
+                std::string(acts) + "}}}");
+  };
+  // W4AFP8 (int4 weights, FP8 dynamic per-token activations), as vLLM's W4A8-FP8 MoE reads it.
+  CheckpointQuantization q = with_acts(R"({"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true,
+                                           "symmetric": true})");
+  check_four_bit(q, "int4-g128", DType::bf16);
+  CHECK(q.act == DType::e4m3);
+  CHECK(q.act_scale == ActScale::token);
+  q = with_acts(R"({"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false})");
+  CHECK(q.act == DType::e4m3);
+  CHECK(q.act_scale == ActScale::token);  // one scale for all tokens is a per-token scale
+  q = with_acts(R"({"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128, "dynamic": true})");
+  CHECK(q.act == DType::e4m3);
+  CHECK(q.act_scale == ActScale::block128);
+  // What moejit does not quantize to leaves 16-bit activations, with the reason.
+  q = with_acts(R"({"num_bits": 8, "type": "int", "strategy": "token", "dynamic": true})");
+  check_four_bit(q, "int4-g128", DType::bf16);
+  CHECK(q.act == DType::none);
+  CHECK(q.act_note.find("8-bit int activations") != std::string::npos);
+  q = with_acts(R"({"num_bits": 8, "type": "float", "strategy": "group", "group_size": 64})");
+  CHECK(q.act == DType::none);
+  CHECK(q.act_note.find("strategy 'group' and group_size 64") != std::string::npos);
+  q = with_acts("null");
+  CHECK(q.act == DType::none);
+  CHECK(q.act_note.empty());
+  auto bad = parse_hf_config(config_with(R"({"quant_method": "compressed-tensors", "config_groups": {"g": {
+                                              "weights": {"num_bits": 4, "type": "int", "strategy": "channel"},
+                                              "input_activations": 8}}})"),
+                             "config.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("config_groups.g.input_activations: 8: expected an object") != std::string::npos);
+}
+
 TEST_CASE("quantization_config: checkpoints moejit cannot run say why") {
   // DeepSeek-V3's own checkpoint.
   check_unsupported(read(R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",

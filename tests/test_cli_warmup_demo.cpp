@@ -197,7 +197,24 @@ TEST_CASE("moejit warmup and demo build for the checkpoint's quantization_config
   Json named_fp8 = run_json(dir, {"warmup", "--model", dir / "fp8.json", "--arch", "sm_90a", "--max-tokens", "1",
                                   "--weights", "int4-g32"});
   CHECK(named_fp8["weights"] == "int4-g32");
+  CHECK(named_fp8["act"] == "bf16");
   CHECK(named_fp8["errors"].empty());
+
+  // A W4AFP8 export (INT4 weights, FP8 per-token activations): the W4A8 layer, unless --act says otherwise.
+  write_text(dir / "w4afp8.json", R"({"model_type": "qwen3_moe", "hidden_size": 256, "moe_intermediate_size": 128,
+    "num_experts": 16, "num_experts_per_tok": 4, "quantization_config": {"quant_method": "compressed-tensors",
+      "format": "pack-quantized", "config_groups": {"group_0": {"targets": ["Linear"],
+        "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 128},
+        "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true}}}}})");
+  Json w4a8 = run_json(dir, {"warmup", "--model", dir / "w4afp8.json", "--arch", "sm_90a", "--max-tokens", "1"});
+  CHECK(w4a8["weights"] == "int4-g128");
+  CHECK(w4a8["act"] == "e4m3");
+  CHECK(w4a8["act_scale"] == "token");
+  CHECK(w4a8["errors"].empty());
+  Json w4a16 = run_json(dir, {"warmup", "--model", dir / "w4afp8.json", "--arch", "sm_90a", "--max-tokens", "1",
+                              "--act", "bf16"});
+  CHECK(w4a16["act"] == "bf16");
+  CHECK(w4a16.count("act_scale") == 0);
 }
 
 TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {

@@ -34,7 +34,7 @@ constexpr std::uint32_t kHostExperts = 16;  // the host backend runs a layer thi
 constexpr double kE2m1Tolerance = 0.3;
 
 struct DemoArgs {
-  std::string model = kDefaultModel, backend = "auto", weights, scale, act = "bf16", act_scale;
+  std::string model = kDefaultModel, backend = "auto", weights, scale, act, act_scale;
   std::int32_t tokens = 4;
   std::uint32_t iterations = 20;
 };
@@ -166,8 +166,9 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   if (a.tokens <= 0) return error(Code::invalid_argument, "--tokens {}: expected > 0", a.tokens);
   MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, choose_weights(a.weights, a.scale, shape.quantization, a.model));
   const std::string weights_name = dispatch::weights_spelling(w.format, w.group_size);
-  MOEJIT_ASSIGN_OR_RETURN(DType act, parse_act(a.act));
-  MOEJIT_ASSIGN_OR_RETURN(ActScale act_scale, parse_act_scale(a.act_scale, act));
+  MOEJIT_ASSIGN_OR_RETURN(ActChoice act_choice, choose_act(a.act, a.act_scale, w, shape.quantization, a.model));
+  const DType act = act_choice.act;
+  const ActScale act_scale = act_choice.scale;
   // W4A8 and W4A4 take the same bf16 hidden states, which the layer quantizes; each is compared
   // with the W4A16 layer on the same weights and tokens.
   const bool quantized = act == DType::e4m3 || act == DType::e2m1;

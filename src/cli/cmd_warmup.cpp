@@ -19,7 +19,7 @@ namespace moejit::cli {
 namespace {
 
 struct WarmupArgs {
-  std::string model, archs = "", weights, scale, act = "bf16", act_scale, out = "bf16", from_usage,
+  std::string model, archs = "", weights, scale, act, act_scale, out = "bf16", from_usage,
       backend = "device";
   std::uint32_t tp = 1, ep = 1, max_tokens = 8192, jobs = 0;
 };
@@ -46,6 +46,7 @@ Result<std::vector<Arch>> parse_archs(const std::string& list) {
 struct WarmPlan {
   std::vector<KernelSpec> specs;
   std::optional<WeightChoice> weights;
+  ActChoice act;
 };
 
 // The specs to warm, from a model config or a usage manifest.
@@ -76,13 +77,14 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend) {
   m.format = w.format;
   m.group_size = w.group_size;
   m.scale = w.scale;
-  MOEJIT_ASSIGN_OR_RETURN(m.act, parse_act(a.act));
-  MOEJIT_ASSIGN_OR_RETURN(m.act_scale, parse_act_scale(a.act_scale, m.act));
+  MOEJIT_ASSIGN_OR_RETURN(ActChoice act, choose_act(a.act, a.act_scale, w, shape.quantization, a.model));
+  m.act = act.act;
+  m.act_scale = act.scale;
   MOEJIT_ASSIGN_OR_RETURN(m.out, parse_out(a.out));
   m.tensor_parallel = a.tp;
   m.expert_parallel = a.ep;
   m.max_tokens = a.max_tokens;
-  WarmPlan out{{}, w};
+  WarmPlan out{{}, w, act};
   for (Arch arch : archs) {
     MOEJIT_ASSIGN_OR_RETURN(auto specs, dispatch::model_specs(m, arch, backend));
     out.specs.insert(out.specs.end(), specs.begin(), specs.end());
@@ -165,6 +167,8 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
     if (plan->weights) {
       doc["weights"] = dispatch::weights_spelling(plan->weights->format, plan->weights->group_size);
       doc["weight_scale"] = to_string(plan->weights->scale);
+      doc["act"] = to_string(plan->act.act);
+      if (plan->act.scale != ActScale::none) doc["act_scale"] = to_string(plan->act.scale);
     }
     print(g, doc);
     return errors.empty() ? 0 : 1;

@@ -70,6 +70,26 @@ Result<WeightChoice> choose_weights(std::string_view weights, std::string_view s
   return w;
 }
 
+Result<ActChoice> choose_act(std::string_view act, std::string_view act_scale, const WeightChoice& weights,
+                             const dispatch::CheckpointQuantization& checkpoint, std::string_view config) {
+  ActChoice c;
+  const bool checkpoint_weights = checkpoint.kind == dispatch::CheckpointQuantization::Kind::four_bit &&
+                                  weights.format == checkpoint.format && weights.group_size == checkpoint.group_size;
+  if (act.empty() && checkpoint_weights && checkpoint.act == DType::e4m3) {
+    c.act = DType::e4m3;
+    MOEJIT_ASSIGN_OR_RETURN(c.scale, parse_act_scale(act_scale, c.act));  // --act-scale over the checkpoint's
+    if (act_scale.empty()) c.scale = checkpoint.act_scale;
+    log(LogLevel::info, "activations e4m3 ({} scales), from {}'s quantization_config (input_activations)",
+        to_string(c.scale), config);
+    return c;
+  }
+  if (act.empty() && checkpoint_weights && !checkpoint.act_note.empty())
+    log(LogLevel::info, "{}'s quantization_config: {}", config, checkpoint.act_note);
+  MOEJIT_ASSIGN_OR_RETURN(c.act, parse_act(act.empty() ? "bf16" : act));
+  MOEJIT_ASSIGN_OR_RETURN(c.scale, parse_act_scale(act_scale, c.act));
+  return c;
+}
+
 Result<DType> parse_act(std::string_view text) {
   if (text == "bf16") return DType::bf16;
   if (text == "f16") return DType::f16;

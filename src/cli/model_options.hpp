@@ -28,6 +28,16 @@ Result<WeightChoice> parse_weights(std::string_view text, std::string_view scale
 Result<WeightChoice> choose_weights(std::string_view weights, std::string_view scale,
                                     const dispatch::CheckpointQuantization& checkpoint, std::string_view config);
 
+// The activations: --act / --act-scale when given (empty when not); else those the checkpoint was
+// quantized for, where `weights` are the checkpoint's (compressed-tensors W4AFP8 exports: e4m3,
+// per token or per 128 k); else bf16.
+struct ActChoice {
+  DType act = DType::bf16;
+  ActScale scale = ActScale::none;
+};
+Result<ActChoice> choose_act(std::string_view act, std::string_view act_scale, const WeightChoice& weights,
+                             const dispatch::CheckpointQuantization& checkpoint, std::string_view config);
+
 // --act: bf16, f16, e4m3 (W4A8: FP8 activations, weights packed for them) or e2m1 / mxfp4 (W4A4:
 // MXFP4 activations, sm_120a / sm_121a).
 Result<DType> parse_act(std::string_view text);

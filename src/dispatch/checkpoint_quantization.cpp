@@ -99,6 +99,40 @@ Result<CheckpointQuantization> awq(const Fields& f, const std::string& method) {
   return int4(method, !zero_point.value_or(true), group.value_or(q_group.value_or(128)), DType::f16);
 }
 
+// compressed-tensors input_activations of a group: FP8 (E4M3) per token, per tensor (one scale
+// for every token is a per-token scale too) or per 128 k maps to moejit's W4A8; the rest leaves
+// 16-bit activations, with a note.
+Status read_activations(const json* acts, const std::string& where, CheckpointQuantization& q) {
+  if (acts == nullptr) return {};
+  if (!acts->is_object())
+    return error(Code::invalid_argument, "{}.input_activations: {}: expected an object", where, json_excerpt(*acts));
+  const std::string acts_where = where + ".input_activations";
+  const Fields a{*acts, acts_where};
+  MOEJIT_ASSIGN_OR_RETURN(auto type, a.string("type"));
+  MOEJIT_ASSIGN_OR_RETURN(auto bits, a.integer("num_bits"));
+  MOEJIT_ASSIGN_OR_RETURN(auto strategy, a.string("strategy"));
+  MOEJIT_ASSIGN_OR_RETURN(auto group_size, a.integer("group_size"));
+  if (type.value_or("") != "float" || bits.value_or(0) != 8) {
+    q.act_note = fmt::format("{}-bit {} activations are not an input moejit quantizes to; 16-bit activations run",
+                             bits.value_or(0), type.value_or("?"));
+    return {};
+  }
+  const std::string how = strategy.value_or("");
+  if (how == "token" || how == "tensor") {
+    q.act = DType::e4m3;
+    q.act_scale = ActScale::token;
+  } else if (how == "group" && group_size.value_or(0) == 128) {
+    q.act = DType::e4m3;
+    q.act_scale = ActScale::block128;
+  } else {
+    q.act_note = fmt::format("FP8 activations with strategy '{}'{}: moejit's scales are per token or per 128 k; "
+                             "16-bit activations run",
+                             how.empty() ? "none" : how,
+                             group_size ? fmt::format(" and group_size {}", *group_size) : std::string());
+  }
+  return {};
+}
+
 // compressed-tensors: the config group whose weights are 4-bit integers, packed ("pack-quantized").
 // Its scales have the model's dtype.
 Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::string& method, DType model_dtype) {
@@ -159,16 +193,20 @@ Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::st
       skip(q.reason);
       continue;
     }
+    MOEJIT_TRY(read_activations(g.find("input_activations"), where, q));
     found.push_back(q);
   }
   if (found.empty())
     return unsupported(method, skipped.empty() ? "no config group quantizes weights" : "config_groups hold " + skipped);
   for (const CheckpointQuantization& q : found)
-    if (q.format != found[0].format || q.group_size != found[0].group_size)
-      return unsupported(method, fmt::format("config_groups describe several 4-bit schemes ({} and {}); moejit cannot "
-                                             "tell which the experts use",
+    if (q.format != found[0].format || q.group_size != found[0].group_size || q.act != found[0].act ||
+        q.act_scale != found[0].act_scale)
+      return unsupported(method, fmt::format("config_groups describe several 4-bit schemes ({}{} and {}{}); moejit "
+                                             "cannot tell which the experts use",
                                              weights_spelling(found[0].format, found[0].group_size),
-                                             weights_spelling(q.format, q.group_size)));
+                                             found[0].act == DType::e4m3 ? " with FP8 activations" : "",
+                                             weights_spelling(q.format, q.group_size),
+                                             q.act == DType::e4m3 ? " with FP8 activations" : ""));
   return found[0];
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // The weight format a Hugging Face config.json's quantization_config describes, so that warm-up
 // and the demo build kernels for the checkpoint that will be served rather than for a default.
-// Read: gpt-oss's "mxfp4", GPTQ, AWQ and compressed-tensors "pack-quantized" INT4. Anything
-// else (FP8, NVFP4, 8-bit, act-order GPTQ, ...) is reported as unsupported with the reason.
+// Read: gpt-oss's "mxfp4", GPTQ, AWQ and compressed-tensors "pack-quantized" INT4, with the FP8
+// activations of compressed-tensors W4AFP8 exports. Anything else (FP8, NVFP4, 8-bit, act-order GPTQ, ...) is reported as unsupported with the reason.
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +27,13 @@ struct CheckpointQuantization {
   std::uint32_t group_size = 0;  // 0: per-channel
   DType scale = DType::none;
   std::string reason;  // unsupported: what moejit cannot run
+  // The activations the checkpoint was quantized for (compressed-tensors input_activations):
+  // E4M3 with token or block128 scales (W4AFP8 exports), or none (16-bit). Activations moejit
+  // cannot quantize to (int8, say) leave none, with the reason in act_note: the weights still
+  // run with 16-bit activations.
+  DType act = DType::none;
+  ActScale act_scale = ActScale::none;
+  std::string act_note;
 };
 
 // `config` is the whole config.json object (its dtype decides compressed-tensors' scale dtype);
