@@ -55,8 +55,10 @@ std::string_view to_string(Baseline b) {
   return "?";
 }
 
-std::string not_applicable(Baseline b, const GemmCase& c) {
+std::string not_applicable(Baseline b, const GemmCase& c, Arch arch) {
   if (!cb::available()) return "the CUTLASS kernels are not in this build (" + cb::build_info() + ")";
+  if (arch != Arch::sm_90a)
+    return fmt::format("the CUTLASS kernels are built for sm_90a only (wgmma, TMA); this target is {}", to_string(arch));
   if (b == Baseline::cutlass_bf16_grouped) return {};
   if (c.format->weight != WeightFormat::int4_sym)
     return "CUTLASS's Hopper mixed-input grouped GEMM has no E2M1 + E8M0 (MXFP4) weight mode; the INT4 g128 "
@@ -95,7 +97,7 @@ Result<std::unique_ptr<BaselineWeights>> BaselineWeights::create(DeviceLauncher&
                                                                   const GemmCase& c,
                                                                   const quant::QuantizedWeights& block,
                                                                   std::uint64_t rotate_bytes) {
-  if (const std::string why = not_applicable(kind, c); !why.empty()) return error(Code::unsupported, "{}", why);
+  if (const std::string why = not_applicable(kind, c, l.arch()); !why.empty()) return error(Code::unsupported, "{}", why);
   const std::uint32_t n = c.n(), k = c.k();
   if (block.experts < 1 || block.k != k || block.n == 0 || n % block.n != 0)
     return error(Code::invalid_argument, "weight block {} x {}: expected rows dividing N = {} and K = {}", block.n,

@@ -43,8 +43,9 @@ inline constexpr Baseline kBaselines[] = {Baseline::cutlass_bf16_grouped, Baseli
                                           Baseline::cutlass_int4_fp8_grouped};
 std::string_view to_string(Baseline b);
 
-// Why `b` has no run for `c` (empty when it has one).
-std::string not_applicable(Baseline b, const GemmCase& c);
+// Why `b` has no run for `c` on `arch` (empty when it has one): the CUTLASS kernels are built for
+// sm_90a alone (wgmma, TMA), so other targets have none.
+std::string not_applicable(Baseline b, const GemmCase& c, Arch arch);
 
 // One baseline's weights for one (model, format, projection) run of cases, in CUTLASS's layout,
 // on the device, replicated over experts and rotation copies like moejit's.

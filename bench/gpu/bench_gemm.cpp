@@ -259,7 +259,7 @@ int dry_run(const Settings& s) {
     // The CUTLASS baselines a GPU run would time for this case, and why each other one would not.
     if (s.baselines)
       for (const Baseline b : kBaselines) {
-        const std::string why = not_applicable(b, c);
+        const std::string why = not_applicable(b, c, *arch);
         cj["baselines"][std::string(to_string(b))] = why.empty() ? Json("runs") : Json{{"not_applicable", why}};
       }
     j["cases"].push_back(cj);
@@ -455,7 +455,7 @@ Json run_baselines(DeviceLauncher& l, CUstream stream, const GemmCase& c, const 
   Json out = Json::object();
   for (const Baseline b : kBaselines) {
     const std::string name(to_string(b));
-    if (const std::string why = not_applicable(b, c); !why.empty()) {
+    if (const std::string why = not_applicable(b, c, l.arch()); !why.empty()) {
       out[name] = {{"not_applicable", why}};
       continue;
     }

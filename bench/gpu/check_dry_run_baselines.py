@@ -1,24 +1,29 @@
 """Reads bench_gemm --dry-run JSON on stdin; exit 0 when every case lists the CUTLASS baselines a
-GPU run would time for it: the bf16 grouped kernel always, the int4 x e4m3 kernel exactly on the
-INT4 W4A8 cases and the int4 x bf16 kernel exactly on the INT4 W4A16 ones."""
+GPU run would time for it: on sm_90a the bf16 grouped kernel always, the int4 x e4m3 kernel
+exactly on the INT4 W4A8 cases and the int4 x bf16 kernel exactly on the INT4 W4A16 ones; on
+any other target none (the kernels are built for sm_90a alone), each saying so."""
 
 import json
 import sys
 
 
 def main() -> int:
-    cases = json.load(sys.stdin)["cases"]
+    doc = json.load(sys.stdin)
+    cases = doc["cases"]
+    hopper = doc["arch"] == "sm_90a"
     wrong = []
     for c in cases:
         runs = {name: verdict == "runs" for name, verdict in c["baselines"].items()}
         int4 = c["format"].startswith("int4")
         w4a8 = c["format"].endswith("_w4a8")
         want = {
-            "cutlass_bf16_grouped": True,
-            "cutlass_int4_grouped": int4 and not w4a8,
-            "cutlass_int4_fp8_grouped": int4 and w4a8,
+            "cutlass_bf16_grouped": hopper,
+            "cutlass_int4_grouped": hopper and int4 and not w4a8,
+            "cutlass_int4_fp8_grouped": hopper and int4 and w4a8,
         }
-        if runs != want:
+        off_target = not hopper and any(doc["arch"] not in verdict.get("not_applicable", "")
+                                        for verdict in c["baselines"].values() if verdict != "runs")
+        if runs != want or off_target:
             wrong.append((c["model"], c["format"], c["projection"], c["tokens"], c["baselines"]))
     for w in wrong:
         print("wrong baselines:", w)
