@@ -215,6 +215,21 @@ TEST_CASE("moejit warmup and demo build for the checkpoint's quantization_config
                               "--act", "bf16"});
   CHECK(w4a16["act"] == "bf16");
   CHECK(w4a16.count("act_scale") == 0);
+
+  // A malformed quantization_config: an error naming the field without --weights, a warning with it.
+  write_text(dir / "odd.json", R"({"model_type": "qwen3_moe", "hidden_size": 256, "moe_intermediate_size": 128,
+    "num_experts": 16, "num_experts_per_tok": 4, "quantization_config": {"quant_method": "gptq", "bits": "4"}})");
+  Json odd = run_json(dir, {"warmup", "--model", dir / "odd.json", "--arch", "sm_90a"}, 1);
+  CHECK(odd["error"]["message"].get<std::string>().find("'bits' = \"4\": expected an integer; pass --weights") !=
+        std::string::npos);
+  std::vector<std::string> odd_named = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store", "warmup", "--model",
+                                        dir / "odd.json", "--arch", "sm_90a", "--max-tokens", "1", "--weights",
+                                        "int4-g32"};
+  const ProcessResult ignored = run_process(odd_named, {{"MOEJIT_LOCK_DIR", dir / "locks"}});
+  CAPTURE(ignored.err);
+  CHECK(ignored.exit_code == 0);
+  CHECK(ignored.err.find("ignoring " + (dir / "odd.json") + "'s quantization_config for --weights int4-g32") !=
+        std::string::npos);
 }
 
 TEST_CASE("moejit warmup --from-usage warms what a run recorded, for other architectures too") {

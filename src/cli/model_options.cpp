@@ -52,8 +52,16 @@ Result<WeightChoice> choose_weights(std::string_view weights, std::string_view s
         (w.format != checkpoint.format || w.group_size != checkpoint.group_size))
       log(LogLevel::warn, "--weights {}: {}'s quantization_config ({}) describes {} weights; building for --weights",
           weights, config, checkpoint.method, dispatch::weights_spelling(checkpoint.format, checkpoint.group_size));
+    else if (checkpoint.kind == Kind::four_bit && w.scale != checkpoint.scale)
+      log(LogLevel::warn, "--scale {}: {}'s quantization_config ({}) has {} scales; building for --scale",
+          to_string(w.scale), config, checkpoint.method, to_string(checkpoint.scale));
+    if (checkpoint.kind == Kind::invalid)
+      log(LogLevel::warn, "ignoring {}'s quantization_config for --weights {}: {}", config, weights, checkpoint.reason);
     return w;
   }
+  if (checkpoint.kind == Kind::invalid)
+    return error(Code::invalid_argument, "{}; pass --weights ({}) to build for the checkpoint that will be served",
+                 checkpoint.reason, weights_help());
   if (checkpoint.kind == Kind::unsupported)
     return error(Code::invalid_argument,
                  "{}: quantization_config '{}' is not a format moejit runs ({}); pass --weights ({}) for the 4-bit "
@@ -67,6 +75,11 @@ Result<WeightChoice> choose_weights(std::string_view weights, std::string_view s
   MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(spelling, scale_name));
   log(LogLevel::info, "weights {} ({} scales), from {}'s quantization_config ({})", spelling, to_string(w.scale), config,
       checkpoint.method);
+  if (!checkpoint.skipped_groups.empty())
+    log(LogLevel::warn,
+        "{}'s quantization_config also has config groups moejit cannot run ({}); if the experts are among them, "
+        "pass --weights",
+        config, checkpoint.skipped_groups);
   return w;
 }
 

@@ -68,35 +68,51 @@ CheckpointQuantization int4(const std::string& method, bool symmetric, std::int6
   return q;
 }
 
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return text;
+}
+
 CheckpointQuantization not_four_bit(const std::string& method, std::int64_t bits) {
   return unsupported(method, fmt::format("{}-bit weights: moejit runs 4-bit ones", bits));
 }
 
-// GPTQ (AutoGPTQ, GPTQModel): f16 scales; group_size 128 when absent (their default).
+// GPTQ (AutoGPTQ, GPTQModel): f16 scales; group_size 128 when absent (their default). Act-order
+// permutes the K groups through g_idx, except with one group (per-channel, which vLLM runs as
+// no act-order) or static_groups (AutoGPTQ then writes the trivial g_idx).
 Result<CheckpointQuantization> gptq(const Fields& f, const std::string& method) {
   MOEJIT_ASSIGN_OR_RETURN(auto bits, f.integer("bits"));
   if (bits.value_or(4) != 4) return not_four_bit(method, *bits);
   MOEJIT_ASSIGN_OR_RETURN(auto desc_act, f.boolean("desc_act"));
-  if (desc_act.value_or(false))
-    return unsupported(method, "act-order (desc_act: true): its g_idx permutes the K groups, which moejit does not");
+  MOEJIT_ASSIGN_OR_RETURN(auto static_groups, f.boolean("static_groups"));
   MOEJIT_ASSIGN_OR_RETURN(auto sym, f.boolean("sym"));
   MOEJIT_ASSIGN_OR_RETURN(auto group, f.integer("group_size"));
+  if (desc_act.value_or(false) && group.value_or(128) != -1 && !static_groups.value_or(false))
+    return unsupported(method, "act-order (desc_act: true): its g_idx permutes the K groups, which moejit does not");
   return int4(method, sym.value_or(true), group.value_or(128), DType::f16);
 }
 
-// AWQ (AutoAWQ, llm-awq): asymmetric unless zero_point is false; f16 scales; the "gemm" packing.
+// AWQ (AutoAWQ): asymmetric, f16 scales, the GEMM packing, which the exllama and ipex versions
+// load too (they repack at run time). GEMV packs differently, llm-awq's own format (int16 words,
+// scaled zeros) too, and moejit's AWQ source reads zero points.
 Result<CheckpointQuantization> awq(const Fields& f, const std::string& method) {
   MOEJIT_ASSIGN_OR_RETURN(auto bits, f.integer("bits"));
-  MOEJIT_ASSIGN_OR_RETURN(auto w_bit, f.integer("w_bit"));  // llm-awq's spelling
+  MOEJIT_ASSIGN_OR_RETURN(auto w_bit, f.integer("w_bit"));  // the spelling of AutoAWQ's quant_config
   if (const std::int64_t b = bits.value_or(w_bit.value_or(4)); b != 4) return not_four_bit(method, b);
+  MOEJIT_ASSIGN_OR_RETURN(auto backend, f.string("backend"));
+  if (backend && lowercase(*backend) == "llm-awq")
+    return unsupported(method, "llm-awq's format (int16 words, scaled zero points): moejit reads AutoAWQ's GEMM one");
   MOEJIT_ASSIGN_OR_RETURN(auto version, f.string("version"));
-  if (version && *version != "gemm" && *version != "GEMM")
-    return unsupported(method, fmt::format("AWQ version '{}' packs its weights differently: moejit reads 'gemm'",
+  if (const std::string v = lowercase(version.value_or("gemm")); v != "gemm" && v != "exllama" && v != "ipex")
+    return unsupported(method, fmt::format("AWQ version '{}' packs its weights differently: moejit reads GEMM's "
+                                           "packing (versions gemm, exllama, ipex)",
                                            *version));
   MOEJIT_ASSIGN_OR_RETURN(auto zero_point, f.boolean("zero_point"));
+  if (!zero_point.value_or(true))
+    return unsupported(method, "AWQ without zero points (zero_point: false): moejit's AWQ source reads zero points");
   MOEJIT_ASSIGN_OR_RETURN(auto group, f.integer("group_size"));
   MOEJIT_ASSIGN_OR_RETURN(auto q_group, f.integer("q_group_size"));
-  return int4(method, !zero_point.value_or(true), group.value_or(q_group.value_or(128)), DType::f16);
+  return int4(method, false, group.value_or(q_group.value_or(128)), DType::f16);
 }
 
 // compressed-tensors input_activations of a group: FP8 (E4M3) per token, per tensor (one scale
@@ -121,6 +137,9 @@ Status read_activations(const json* acts, const std::string& where, CheckpointQu
   if (how == "token" || how == "tensor") {
     q.act = DType::e4m3;
     q.act_scale = ActScale::token;
+    MOEJIT_ASSIGN_OR_RETURN(auto dynamic, a.boolean("dynamic"));
+    if (how == "tensor" && !dynamic.value_or(false))
+      q.act_note = "a static per-tensor FP8 input scale: the engine passes it as every token's scale";
   } else if (how == "group" && group_size.value_or(0) == 128) {
     q.act = DType::e4m3;
     q.act_scale = ActScale::block128;
@@ -133,9 +152,20 @@ Status read_activations(const json* acts, const std::string& where, CheckpointQu
   return {};
 }
 
-// compressed-tensors: the config group whose weights are 4-bit integers, packed ("pack-quantized").
-// Its scales have the model's dtype.
-Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::string& method, DType model_dtype) {
+// A torch dtype as configs write it ("bfloat16", "torch.float16"): the scale dtype moejit reads,
+// none for any other (float32 scales, say).
+DType scale_dtype_of(std::string name) {
+  if (name.starts_with("torch.")) name = name.substr(6);
+  if (name == "bfloat16") return DType::bf16;
+  if (name == "float16") return DType::f16;
+  return DType::none;
+}
+
+// compressed-tensors: the config group whose weights are 4-bit integers, packed ("pack-quantized";
+// a config without a format holds unpacked ones, compressed-tensors' default). The scales have
+// the weights' scale_dtype, else the model's dtype.
+Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::string& method,
+                                                  const std::string& model_dtype) {
   MOEJIT_ASSIGN_OR_RETURN(auto top_format, f.string("format"));
   const json* groups = f.find("config_groups");
   if (groups == nullptr) return unsupported(method, "no config_groups: nothing says how the weights are quantized");
@@ -145,6 +175,11 @@ Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::st
   std::string skipped;  // why the other groups' weights cannot run
   for (const auto& [name, group] : groups->items()) {
     const std::string where = fmt::format("{}: config_groups.{}", f.what, name);
+    if (group.is_array()) {  // a preset scheme's name mapped to its targets: recipes write these
+      skipped += fmt::format("{}{}: preset scheme (moejit reads a scheme written out)", skipped.empty() ? "" : "; ",
+                             name);
+      continue;
+    }
     if (!group.is_object())
       return error(Code::invalid_argument, "{}: {}: expected an object", where, json_excerpt(group));
     const Fields g{group, where};
@@ -163,16 +198,25 @@ Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::st
       skip(fmt::format("{} {}-bit weights", type.value_or("int"), bits.value_or(8)));
       continue;
     }
-    if (format.value_or("pack-quantized") != "pack-quantized") {
-      skip(fmt::format("format '{}' (moejit reads pack-quantized)", *format));
+    if (!format || *format != "pack-quantized") {
+      skip(fmt::format("format '{}' (moejit reads pack-quantized)", format.value_or("none: unpacked weights")));
       continue;
     }
-    // actorder "group" stores a g_idx that permutes K; "weight" / "static" reorder nothing at run
-    // time. Early exports wrote a boolean (true meant "group").
+    // actorder "group" (alias "dynamic") stores a g_idx that permutes K; "weight" (alias
+    // "static") reorders nothing at run time. Early exports wrote a boolean (true meant "group").
     const json* actorder = w.find("actorder");
-    if (actorder != nullptr && ((actorder->is_boolean() && actorder->get<bool>()) ||
-                                (actorder->is_string() && actorder->get<std::string>() == "group"))) {
-      skip("actorder 'group' (its g_idx permutes the K groups)");
+    if (actorder != nullptr &&
+        ((actorder->is_boolean() && actorder->get<bool>()) ||
+         (actorder->is_string() && (lowercase(actorder->get<std::string>()) == "group" ||
+                                    lowercase(actorder->get<std::string>()) == "dynamic")))) {
+      skip(fmt::format("actorder {} (its g_idx permutes the K groups)", json_excerpt(*actorder)));
+      continue;
+    }
+    MOEJIT_ASSIGN_OR_RETURN(auto scale_dtype, w.string("scale_dtype"));
+    const std::string scale_name = scale_dtype.value_or(model_dtype);
+    const DType scale = scale_dtype_of(scale_name);
+    if (scale == DType::none) {
+      skip(fmt::format("scales in {} (moejit's INT4 scales are bf16 or f16)", scale_name));
       continue;
     }
     MOEJIT_ASSIGN_OR_RETURN(auto strategy, w.string("strategy"));
@@ -188,7 +232,7 @@ Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::st
                        strategy.value_or("") == "group" ? " without a group_size" : ""));
       continue;
     }
-    CheckpointQuantization q = int4(method, symmetric.value_or(true), size, model_dtype);
+    CheckpointQuantization q = int4(method, symmetric.value_or(true), size, scale);
     if (q.kind == Kind::unsupported) {
       skip(q.reason);
       continue;
@@ -207,6 +251,8 @@ Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::st
                                              found[0].act == DType::e4m3 ? " with FP8 activations" : "",
                                              weights_spelling(q.format, q.group_size),
                                              q.act == DType::e4m3 ? " with FP8 activations" : ""));
+  // Other groups may be the experts' (INT4 attention, NVFP4 experts): the caller says so.
+  found[0].skipped_groups = skipped;
   return found[0];
 }
 
@@ -227,9 +273,8 @@ Result<CheckpointQuantization> read_checkpoint_quantization(const json& config, 
   const Fields f{*q, where};
   MOEJIT_ASSIGN_OR_RETURN(auto method_field, f.string("quant_method"));
   if (!method_field) return error(Code::invalid_argument, "{}: no 'quant_method': expected e.g. \"gptq\"", where);
-  std::string method = *method_field;
-  std::string lower = method;
-  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  const std::string method = *method_field;
+  const std::string lower = lowercase(method);
 
   if (lower == "mxfp4") {
     CheckpointQuantization out;
@@ -243,13 +288,19 @@ Result<CheckpointQuantization> read_checkpoint_quantization(const json& config, 
   if (lower == "gptq" || lower == "gptq_marlin") return gptq(f, method);
   if (lower == "awq" || lower == "awq_marlin") return awq(f, method);
   if (lower == "compressed-tensors" || lower == "compressed_tensors") {
-    DType model_dtype = DType::bf16;
-    const Fields top{config, what};
-    for (const char* key : {"dtype", "torch_dtype"}) {
-      MOEJIT_ASSIGN_OR_RETURN(auto dtype, top.string(key));
-      if (dtype) {
-        model_dtype = *dtype == "float16" ? DType::f16 : DType::bf16;
-        break;
+    // The model's dtype (newer transformers write "dtype"), also under a wrapper's text_config;
+    // bf16 where none is written.
+    std::string model_dtype = "bfloat16";
+    bool found = false;
+    for (const json* doc : {&config, config.contains("text_config") ? &config["text_config"] : nullptr}) {
+      if (found || doc == nullptr || !doc->is_object()) continue;
+      const Fields top{*doc, what};
+      for (const char* key : {"dtype", "torch_dtype"}) {
+        MOEJIT_ASSIGN_OR_RETURN(auto dtype, top.string(key));
+        if (dtype && !found) {
+          model_dtype = *dtype;
+          found = true;
+        }
       }
     }
     return compressed_tensors(f, method, model_dtype);

@@ -20,13 +20,15 @@ struct CheckpointQuantization {
     none,         // no quantization_config: the checkpoint holds 16-bit weights
     four_bit,     // format / group_size / scale below
     unsupported,  // method and reason below
+    invalid,      // a malformed quantization_config: reason holds the error
   };
   Kind kind = Kind::none;
   std::string method;  // quant_method as the config writes it
   WeightFormat format = WeightFormat::none;
   std::uint32_t group_size = 0;  // 0: per-channel
   DType scale = DType::none;
-  std::string reason;  // unsupported: what moejit cannot run
+  std::string reason;  // unsupported: what moejit cannot run; invalid: what is malformed
+  std::string skipped_groups;  // four_bit compressed-tensors: the other groups' schemes moejit passed over
   // The activations the checkpoint was quantized for (compressed-tensors input_activations):
   // E4M3 with token or block128 scales (W4AFP8 exports), or none (16-bit). Activations moejit
   // cannot quantize to (int8, say) leave none, with the reason in act_note: the weights still
@@ -39,6 +41,8 @@ struct CheckpointQuantization {
 // `config` is the whole config.json object (its dtype decides compressed-tensors' scale dtype);
 // `what` names it in errors. Malformed fields (a quant_method that is not a string, a group_size
 // that is not an integer) are errors; well-formed schemes moejit cannot run are `unsupported`.
+// (parse_hf_config keeps an error as Kind::invalid: the layer's shape is still good, and
+// --weights may make the checkpoint's description moot.)
 Result<CheckpointQuantization> read_checkpoint_quantization(const nlohmann::json& config, std::string_view what);
 
 // The command line's spelling of a weight format (--weights "mxfp4", "int4-g32",

@@ -36,7 +36,12 @@ Result<MoeLayerShape> parse_hf_config(std::string_view text, std::string_view wh
     return error(Code::invalid_argument, "{}: expected a JSON object (a Hugging Face config.json), got {}", what,
                  doc.type_name());
   MoeLayerShape s;
-  MOEJIT_ASSIGN_OR_RETURN(s.quantization, read_checkpoint_quantization(doc, what));
+  if (auto q = read_checkpoint_quantization(doc, what); q.ok()) {
+    s.quantization = std::move(q).value();
+  } else {
+    s.quantization.kind = CheckpointQuantization::Kind::invalid;
+    s.quantization.reason = q.status().message();
+  }
   // Multimodal wrappers keep the language model's fields under text_config.
   if (auto wrapped = doc.find("text_config");
       wrapped != doc.end() && !wrapped->is_null() && !doc.contains("hidden_size")) {
