@@ -417,6 +417,19 @@ typedef struct moejit_model_desc {
 
 void moejit_model_desc_init(moejit_model_desc_t* model);
 
+/* Added in 0.2: reads a Hugging Face config.json (its text, `length` bytes) into `model`: the
+   MoE layer's shape (hidden, intermediate, experts, topk; activation SWIGLU_OAI for gpt_oss, else
+   SILU_AND_MUL) and, from its quantization_config, the checkpoint's weights (format, group_size,
+   scale_dtype: gpt-oss MXFP4, GPTQ, AutoAWQ, compressed-tensors pack-quantized INT4) and, for a
+   compressed-tensors W4AFP8 export, its activations (act_dtype E4M3, act_scale TOKEN or
+   BLOCK128). A config without quantization_config leaves the weight fields as they are, or sets
+   MXFP4 (group 32, E8M0) where format is unset. Other fields keep their values: initialize
+   `model` with moejit_model_desc_init, then set tensor_parallel, expert_parallel, max_tokens.
+   A checkpoint moejit cannot run (FP8 or NVFP4 weights, act-order GPTQ, ...) is
+   MOEJIT_ERROR_UNSUPPORTED with the reason; a config that is not an MoE model's, or a malformed
+   quantization_config, is MOEJIT_ERROR_INVALID_ARGUMENT naming the field. */
+moejit_status_t moejit_model_desc_from_hf_config(const char* config_json, size_t length, moejit_model_desc_t* model);
+
 /* Progress: `done` of `total` kernels, `what` describes the last one. */
 typedef void (*moejit_progress_fn)(void* user_data, uint32_t done, uint32_t total, const char* what);
 

@@ -34,6 +34,17 @@ inline moejit_context_options_t context_options() {
   return o;
 }
 
+// The MoE layer and checkpoint formats of a Hugging Face config.json's text
+// (moejit_model_desc_from_hf_config), over `model`'s other fields (default: moejit_model_desc_init's).
+inline moejit_model_desc_t model_from_hf_config(const std::string& config_json, moejit_model_desc_t model = [] {
+  moejit_model_desc_t m;
+  moejit_model_desc_init(&m);
+  return m;
+}()) {
+  check(moejit_model_desc_from_hf_config(config_json.data(), config_json.size(), &model));
+  return model;
+}
+
 class Context {
  public:
   Context() : Context(context_options()) {}

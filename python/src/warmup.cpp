@@ -75,6 +75,28 @@ void run_with_progress(const Context& ctx, nb::object progress, Call&& call) {
 }  // namespace
 
 void bind_warmup(nb::module_& m) {
+  // A config.json's text -> the moejit_model_desc_t fields it sets (enumerations as C values),
+  // over moejit_model_desc_init's defaults.
+  m.def(
+      "model_desc_from_hf_config",
+      [](const std::string& config_json) {
+        moejit_model_desc_t d;
+        moejit_model_desc_init(&d);
+        check(moejit_model_desc_from_hf_config(config_json.data(), config_json.size(), &d));
+        nb::dict out;
+        out["hidden"] = d.hidden;
+        out["intermediate"] = d.intermediate;
+        out["experts"] = d.experts;
+        out["topk"] = d.topk;
+        out["format"] = static_cast<int>(d.format);
+        out["group_size"] = d.group_size;
+        out["scale_dtype"] = static_cast<int>(d.scale_dtype);
+        out["act_dtype"] = static_cast<int>(d.act_dtype);
+        out["act_scale"] = static_cast<int>(d.act_scale);
+        out["activation"] = static_cast<int>(d.activation);
+        return out;
+      },
+      nb::arg("config_json"));
   // `model`: the moejit_model_desc_t fields by name (enumerations as their C values); the rest
   // keep moejit_model_desc_init's defaults.
   m.def(

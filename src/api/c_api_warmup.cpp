@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/api_support.hpp"
+#include "dispatch/hf_config.hpp"
 #include "dispatch/model_specs.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
@@ -97,6 +98,43 @@ void moejit_model_desc_init(moejit_model_desc_t* model) {
   model->tensor_parallel = 1;
   model->expert_parallel = 1;
   model->max_tokens = 8192;
+}
+
+moejit_status_t moejit_model_desc_from_hf_config(const char* config_json, size_t length, moejit_model_desc_t* model) {
+  return api::guarded([&]() -> Status {
+    if (config_json == nullptr)
+      return error(Code::invalid_argument, "argument 'config_json' is null: expected the text of a config.json");
+    MOEJIT_TRY(api::check_struct(model, model ? model->struct_size : 0,
+                                 MOEJIT_STRUCT_FIRST_SIZE(moejit_model_desc_t, act_scale), "model"));
+    MOEJIT_ASSIGN_OR_RETURN(dispatch::MoeLayerShape shape,
+                            dispatch::parse_hf_config(std::string_view(config_json, length), "config_json"));
+    using Kind = dispatch::CheckpointQuantization::Kind;
+    const dispatch::CheckpointQuantization& q = shape.quantization;
+    if (q.kind == Kind::invalid) return error(Code::invalid_argument, "{}", q.reason);
+    if (q.kind == Kind::unsupported)
+      return error(Code::unsupported, "config_json: quantization_config '{}' is not a format moejit runs: {}", q.method,
+                   q.reason);
+    // Every check passed: only now is `model` written.
+    model->hidden = shape.hidden;
+    model->intermediate = shape.intermediate;
+    model->experts = shape.experts;
+    model->topk = shape.topk;
+    model->activation = static_cast<moejit_epilogue_t>(shape.activation);
+    if (q.kind == Kind::four_bit) {
+      model->format = static_cast<moejit_weight_format_t>(q.format);
+      model->group_size = q.group_size;
+      model->scale_dtype = static_cast<moejit_dtype_t>(q.scale);
+    } else if (model->format == 0) {
+      model->format = MOEJIT_WEIGHT_MXFP4;
+      model->group_size = 32;
+      model->scale_dtype = MOEJIT_DTYPE_E8M0;
+    }
+    if (q.act == DType::e4m3) {
+      model->act_dtype = MOEJIT_DTYPE_E4M3;
+      model->act_scale = static_cast<moejit_act_scale_t>(q.act_scale);
+    }
+    return {};
+  });
 }
 
 moejit_status_t moejit_warmup(moejit_context_t context, const moejit_model_desc_t* model, const char* const* archs,
