@@ -173,7 +173,10 @@ Result<CheckpointQuantization> compressed_tensors(const Fields& f, const std::st
     return error(Code::invalid_argument, "{}: 'config_groups' = {}: expected an object", f.what, json_excerpt(*groups));
   std::vector<CheckpointQuantization> found;
   std::string skipped;  // why the other groups' weights cannot run
-  for (const auto& [name, group] : groups->items()) {
+  for (const auto& item : groups->items()) {
+    // Named, not structured bindings: the lambda below captures the name (clang's C++20 cannot).
+    const std::string name = item.key();
+    const json& group = item.value();
     const std::string where = fmt::format("{}: config_groups.{}", f.what, name);
     if (group.is_array()) {  // a preset scheme's name mapped to its targets: recipes write these
       skipped += fmt::format("{}{}: preset scheme (moejit reads a scheme written out)", skipped.empty() ? "" : "; ",
