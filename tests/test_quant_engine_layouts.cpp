@@ -87,14 +87,10 @@ Int4Tensors to_awq(const QuantizedWeights& w) {
 }
 
 // compressed-tensors packs signed int8 values q + 8, eight per int32 from the low bits, along the
-// last dimension: the weights [N][K] along K, the zero points [N][K/G] transposed, along N.
-struct CompressedTensors {
-  std::vector<i32> weight_packed, weight_zero_point;
-  std::vector<u16> weight_scale;
-};
-
-CompressedTensors to_compressed_tensors(const QuantizedWeights& w) {
-  CompressedTensors t;
+// last dimension: the weights [N][K] along K (weight_packed), the zero points [N][K/G] transposed,
+// along N (weight_zero_point); weight_scale [N][K/G].
+Int4Tensors to_compressed_tensors(const QuantizedWeights& w) {
+  Int4Tensors t;
   const u32 G = w.groups();
   auto pack8 = [](auto value_of) {
     u32 word = 0;
@@ -107,13 +103,13 @@ CompressedTensors to_compressed_tensors(const QuantizedWeights& w) {
   for (u32 e = 0; e < w.experts; ++e) {
     for (u32 n = 0; n < w.n; ++n) {
       for (u32 j = 0; j < w.k / 8; ++j)
-        t.weight_packed.push_back(pack8([&](u32 i) { return int{w.codes[w.code_index(e, n, 8 * j + i)]}; }));
-      for (u32 g = 0; g < G; ++g) t.weight_scale.push_back(w.scales[w.group_index(e, n, g)]);
+        t.qweight.push_back(pack8([&](u32 i) { return int{w.codes[w.code_index(e, n, 8 * j + i)]}; }));
+      for (u32 g = 0; g < G; ++g) t.scales.push_back(w.scales[w.group_index(e, n, g)]);
     }
     if (w.format == WeightFormat::int4_asym)
       for (u32 c = 0; c < w.n / 8; ++c)
         for (u32 g = 0; g < G; ++g)
-          t.weight_zero_point.push_back(pack8([&](u32 i) { return int{w.zeros[w.group_index(e, 8 * c + i, g)]}; }));
+          t.qzeros.push_back(pack8([&](u32 i) { return int{w.zeros[w.group_index(e, 8 * c + i, g)]}; }));
   }
   return t;
 }
@@ -130,6 +126,39 @@ void check_same_pack(const PackedWeights& a, const PackedWeights& b) {
 }
 
 constexpr RowOrder kRowOrders[] = {RowOrder::plain, RowOrder::concatenated, RowOrder::interleaved};
+
+// An INT4 engine layout's description of tensors `t`, encoded from `w`.
+template <class Source>
+Source int4_source(const Int4Tensors& t, const QuantizedWeights& w) {
+  Source src;
+  src.qweight = t.qweight;
+  src.qzeros = t.qzeros;
+  src.scales = t.scales;
+  src.experts = w.experts;
+  src.n = w.n;
+  src.k = w.k;
+  src.group_size = w.group_size;
+  src.scale_dtype = w.scale_dtype;
+  return src;
+}
+
+// `src`, an engine layout encoded from `w`, reads back as `w` and packs as the plain packer packs `w`.
+template <class Source>
+void check_reads_back(const Source& src, const QuantizedWeights& w,
+                      Result<QuantizedWeights> (*logical_from)(const Source&),
+                      Result<PackedWeights> (*pack_from)(const Source&, const PackOptions&),
+                      const PackOptions& options) {
+  auto logical = logical_from(src);
+  REQUIRE(logical.ok());
+  CHECK(logical->codes == w.codes);
+  CHECK(logical->scales == w.scales);
+  CHECK(logical->zeros == w.zeros);
+  auto from_engine = pack_from(src, options);
+  auto plain = pack(w, options);
+  REQUIRE(from_engine.ok());
+  REQUIRE(plain.ok());
+  check_same_pack(*from_engine, *plain);
+}
 
 }  // namespace
 
@@ -188,33 +217,14 @@ TEST_CASE("GPTQ v1 and v2 tensors pack like the plain packer") {
             const auto t = to_gptq(w, version);
             std::vector<i32> g_idx(K);
             for (u32 k = 0; k < K; ++k) g_idx[k] = static_cast<i32>(k / group);  // trivial: accepted
-            GptqWeights src;
-            src.qweight = t.qweight;
-            src.qzeros = t.qzeros;
-            src.scales = t.scales;
+            auto src = int4_source<GptqWeights>(t, w);
             src.g_idx = g_idx;
-            src.experts = E;
-            src.n = N;
-            src.k = K;
-            src.group_size = group;
-            src.scale_dtype = dtype;
             src.zero_format = version;
             src.symmetric = format == WeightFormat::int4_sym;
-            auto logical = logical_from_gptq(src);
-            REQUIRE(logical.ok());
-            CHECK(logical->codes == w.codes);
-            CHECK(logical->scales == w.scales);
-            CHECK(logical->zeros == w.zeros);
-            auto from_engine = pack_gptq(src, {rows, {}});
-            auto plain = pack(w, {rows, {}});
-            REQUIRE(from_engine.ok());
-            REQUIRE(plain.ok());
-            check_same_pack(*from_engine, *plain);
+            check_reads_back(src, w, &logical_from_gptq, &pack_gptq, {rows, {}});
             if (src.symmetric) {
               src.qzeros = {};  // symmetric checkpoints without qzeros imply 8
-              auto no_zeros = pack_gptq(src, {rows, {}});
-              REQUIRE(no_zeros.ok());
-              check_same_pack(*no_zeros, *plain);
+              check_reads_back(src, w, &logical_from_gptq, &pack_gptq, {rows, {}});
             }
           }
         }
@@ -235,25 +245,7 @@ TEST_CASE("AWQ tensors pack like the plain packer") {
         CAPTURE(order_name);
         const QuantizedWeights w = random_logical(rng, WeightFormat::int4_asym, group, dtype, E, N, K);
         const auto t = to_awq(w);
-        AwqWeights src;
-        src.qweight = t.qweight;
-        src.qzeros = t.qzeros;
-        src.scales = t.scales;
-        src.experts = E;
-        src.n = N;
-        src.k = K;
-        src.group_size = group;
-        src.scale_dtype = dtype;
-        auto logical = logical_from_awq(src);
-        REQUIRE(logical.ok());
-        CHECK(logical->codes == w.codes);
-        CHECK(logical->zeros == w.zeros);
-        CHECK(logical->scales == w.scales);
-        auto from_engine = pack_awq(src, {rows, {}});
-        auto plain = pack(w, {rows, {}});
-        REQUIRE(from_engine.ok());
-        REQUIRE(plain.ok());
-        check_same_pack(*from_engine, *plain);
+        check_reads_back(int4_source<AwqWeights>(t, w), w, &logical_from_awq, &pack_awq, {rows, {}});
       }
     }
   }
@@ -274,28 +266,11 @@ TEST_CASE("compressed-tensors pack-quantized tensors pack like the plain packer"
           CAPTURE(order_name);
           const QuantizedWeights w = random_logical(rng, format, group, dtype, E, N, K);
           const auto t = to_compressed_tensors(w);
-          CompressedTensorsWeights src;
-          src.weight_packed = t.weight_packed;
-          src.weight_zero_point = t.weight_zero_point;
-          src.weight_scale = t.weight_scale;
-          src.experts = E;
-          src.n = N;
-          src.k = K;
-          src.group_size = group;
-          src.scale_dtype = dtype;
+          auto src = int4_source<CompressedTensorsWeights>(t, w);
           src.symmetric = format == WeightFormat::int4_sym;
-          auto logical = logical_from_compressed_tensors(src);
-          REQUIRE(logical.ok());
-          CHECK(logical->codes == w.codes);
-          CHECK(logical->scales == w.scales);
-          CHECK(logical->zeros == w.zeros);
           std::vector<float> bias(E * N);
           for (auto& b : bias) b = rng.normal_nonzero(1.0f);
-          auto from_engine = pack_compressed_tensors(src, {rows, bias});
-          auto plain = pack(w, {rows, bias});
-          REQUIRE(from_engine.ok());
-          REQUIRE(plain.ok());
-          check_same_pack(*from_engine, *plain);
+          check_reads_back(src, w, &logical_from_compressed_tensors, &pack_compressed_tensors, {rows, bias});
         }
       }
     }
@@ -377,27 +352,19 @@ TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
   check_error(pack_awq(awq).status(), Code::invalid_argument, {"AWQ scales has 7 elements"});
 
   const auto c = to_compressed_tensors(asym);
-  CompressedTensorsWeights ct;
-  ct.weight_packed = c.weight_packed;
-  ct.weight_zero_point = c.weight_zero_point;
-  ct.weight_scale = c.weight_scale;
-  ct.experts = E;
-  ct.n = N;
-  ct.k = K;
-  ct.group_size = 32;
-  ct.scale_dtype = DType::f16;
+  auto ct = int4_source<CompressedTensorsWeights>(c, asym);
   ct.symmetric = false;
   REQUIRE(pack_compressed_tensors(ct).ok());
   CompressedTensorsWeights bad_ct = ct;
-  bad_ct.weight_packed = std::span<const i32>(c.weight_packed).first(100);
+  bad_ct.qweight = std::span<const i32>(c.qweight).first(100);
   check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
               {"weight_packed has 100 int32", "E*N*(K/8) = 2048"});
   bad_ct = ct;
-  bad_ct.weight_scale = std::span<const u16>(c.weight_scale).first(9);
+  bad_ct.scales = std::span<const u16>(c.scales).first(9);
   check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
               {"weight_scale has 9 elements", "E*N*(K/G) = 512"});
   bad_ct = ct;
-  bad_ct.weight_zero_point = {};
+  bad_ct.qzeros = {};
   check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument,
               {"weight_zero_point has 0 int32", "E*(N/8)*(K/G) = 64"});
   bad_ct = ct;

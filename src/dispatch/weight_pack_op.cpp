@@ -114,6 +114,22 @@ Result<HostSource> to_host(Launcher& launcher, const WeightSourceDesc& d, const 
   return h;
 }
 
+// The INT4 checkpoint layouts (GPTQ, AWQ, compressed-tensors) all hold int32 words of nibbles,
+// int32 words of zero points (or none) and 16-bit scales.
+template <class Weights>
+Weights int4_tensors(const WeightSourceDesc& d, const SourceBytes& bytes, const HostSource& h) {
+  Weights w;
+  w.qweight = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
+  if (h.z != nullptr) w.qzeros = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
+  w.scales = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
+  w.experts = d.experts;
+  w.n = d.n;
+  w.k = d.k;
+  w.group_size = d.group_size;
+  w.scale_dtype = d.scale;
+  return w;
+}
+
 Result<quant::PackedWeights> pack_host(const WeightSourceDesc& d, const SourceBytes& bytes, const HostSource& h) {
   quant::PackOptions options;
   options.rows = d.rows;
@@ -143,41 +159,14 @@ Result<quant::PackedWeights> pack_host(const WeightSourceDesc& d, const SourceBy
     }
     case WeightSource::gptq_v1:
     case WeightSource::gptq_v2: {
-      quant::GptqWeights w;
-      w.qweight = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
-      if (h.z != nullptr) w.qzeros = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
-      w.scales = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
-      w.experts = d.experts;
-      w.n = d.n;
-      w.k = d.k;
-      w.group_size = d.group_size;
-      w.scale_dtype = d.scale;
+      auto w = int4_tensors<quant::GptqWeights>(d, bytes, h);
       w.zero_format = d.source == WeightSource::gptq_v1 ? quant::GptqZeros::v1 : quant::GptqZeros::v2;
       w.symmetric = d.format == WeightFormat::int4_sym;
       return quant::pack_gptq(w, options);
     }
-    case WeightSource::awq: {
-      quant::AwqWeights w;
-      w.qweight = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
-      w.qzeros = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
-      w.scales = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
-      w.experts = d.experts;
-      w.n = d.n;
-      w.k = d.k;
-      w.group_size = d.group_size;
-      w.scale_dtype = d.scale;
-      return quant::pack_awq(w, options);
-    }
+    case WeightSource::awq: return quant::pack_awq(int4_tensors<quant::AwqWeights>(d, bytes, h), options);
     case WeightSource::compressed_tensors: {
-      quant::CompressedTensorsWeights w;
-      w.weight_packed = std::span<const i32>(static_cast<const i32*>(h.q), bytes.qweight / 4);
-      if (h.z != nullptr) w.weight_zero_point = std::span<const i32>(static_cast<const i32*>(h.z), bytes.zeros / 4);
-      w.weight_scale = std::span<const u16>(static_cast<const u16*>(h.s), bytes.scales / 2);
-      w.experts = d.experts;
-      w.n = d.n;
-      w.k = d.k;
-      w.group_size = d.group_size;
-      w.scale_dtype = d.scale;
+      auto w = int4_tensors<quant::CompressedTensorsWeights>(d, bytes, h);
       w.symmetric = d.format == WeightFormat::int4_sym;
       return quant::pack_compressed_tensors(w, options);
     }

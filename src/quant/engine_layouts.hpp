@@ -84,9 +84,9 @@ Result<PackedWeights> pack_awq(const AwqWeights& weights, const PackOptions& opt
 // Dequantization is (q - zp) * scale = (nibble - zero nibble) * scale, moejit's own rule. vLLM and
 // SGLang transpose these tensors when they load them; what they then hold is GPTQ v2's layout.
 struct CompressedTensorsWeights {
-  std::span<const i32> weight_packed;
-  std::span<const i32> weight_zero_point;  // empty when symmetric
-  std::span<const u16> weight_scale;
+  std::span<const i32> qweight;  // weight_packed
+  std::span<const i32> qzeros;   // weight_zero_point; empty when symmetric
+  std::span<const u16> scales;   // weight_scale
   u32 experts = 0, n = 0, k = 0, group_size = 0;  // group_size == k: strategy "channel"
   DType scale_dtype = DType::bf16;
   bool symmetric = true;

@@ -22,21 +22,21 @@ detail::WeightShape shape_of(const CompressedTensorsWeights& w) {
 Status check(const CompressedTensorsWeights& w) {
   MOEJIT_TRY(detail::check_pack_shape(shape_of(w), RowOrder::plain));
   const u64 e = w.experts, n = w.n, k = w.k, groups = w.k / w.group_size;
-  if (w.weight_packed.size() != e * n * (k / 8))
+  if (w.qweight.size() != e * n * (k / 8))
     return error(Code::invalid_argument,
                  "compressed-tensors weight_packed has {} int32: expected E*N*(K/8) = {} (E={}, N={}, K={})",
-                 w.weight_packed.size(), e * n * (k / 8), e, n, k);
-  if (w.weight_scale.size() != e * n * groups)
+                 w.qweight.size(), e * n * (k / 8), e, n, k);
+  if (w.scales.size() != e * n * groups)
     return error(Code::invalid_argument, "compressed-tensors weight_scale has {} elements: expected E*N*(K/G) = {} (G={})",
-                 w.weight_scale.size(), e * n * groups, w.group_size);
-  if (w.symmetric && !w.weight_zero_point.empty())
+                 w.scales.size(), e * n * groups, w.group_size);
+  if (w.symmetric && !w.qzeros.empty())
     return error(Code::invalid_argument,
                  "compressed-tensors weight_zero_point given for symmetric weights: expected none (symmetric exports "
                  "drop it), or format int4_asym");
-  if (!w.symmetric && w.weight_zero_point.size() != e * (n / 8) * groups)
+  if (!w.symmetric && w.qzeros.size() != e * (n / 8) * groups)
     return error(Code::invalid_argument,
                  "compressed-tensors weight_zero_point has {} int32: expected E*(N/8)*(K/G) = {} for asymmetric weights",
-                 w.weight_zero_point.size(), e * (n / 8) * groups);
+                 w.qzeros.size(), e * (n / 8) * groups);
   return ok_status();
 }
 
@@ -51,15 +51,15 @@ class Loader {
   Result<detail::ExpertView> operator()(u32 e) {
     const u64 n = w_.n, k = w_.k;
     // Row n of weight_packed is row n of the codes, eight k per word: the logical layout already.
-    const i32* packed = w_.weight_packed.data() + e * n * (k / 8);
+    const i32* packed = w_.qweight.data() + e * n * (k / 8);
     for (u64 i = 0; i < n * k; ++i) codes_[i] = nibble(packed[i / 8], i % 8);
     if (!w_.symmetric) {
-      const i32* zp = w_.weight_zero_point.data() + e * (n / 8) * groups_;
+      const i32* zp = w_.qzeros.data() + e * (n / 8) * groups_;
       for (u64 col = 0; col < n; ++col)
         for (u64 g = 0; g < groups_; ++g) zeros_[col * groups_ + g] = nibble(zp[(col / 8) * groups_ + g], col % 8);
     }
     // weight_scale [N][K/G] is the logical scale layout: no copy.
-    return detail::ExpertView{codes_.data(), w_.weight_scale.data() + e * n * groups_,
+    return detail::ExpertView{codes_.data(), w_.scales.data() + e * n * groups_,
                               w_.symmetric ? nullptr : zeros_.data()};
   }
 
