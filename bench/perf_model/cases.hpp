@@ -35,9 +35,9 @@ struct WeightChoice {
   WeightFormat weight;
   DType scale;
   std::uint32_t group;
-  // e4m3: W4A8 (weights packed for e4m3 activations with per-token scales); e2m1: W4A4 (MXFP4
-  // weights packed for e2m1 activations, E8M0 per 32; sm_120a / sm_121a only). The hidden states
-  // arrive in bf16 and the layer quantizes them.
+  // bf16 or f16: W4A16 with those activations. e4m3: W4A8 (weights packed for e4m3 activations
+  // with per-token scales); e2m1: W4A4 (MXFP4 weights packed for e2m1 activations, E8M0 per 32;
+  // sm_120a / sm_121a only). Quantized activations arrive in bf16 and the layer quantizes them.
   DType act = DType::bf16;
 };
 std::span<const WeightChoice> weight_choices();
