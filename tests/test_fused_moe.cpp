@@ -295,3 +295,27 @@ TEST_CASE("under expert parallelism the tile rows follow the pairs routed to thi
     CHECK(rank->align.experts == 32);
   }
 }
+
+TEST_CASE("the planner counts what f16 activations cost MXFP4: it splits where bf16 need not") {
+  // DeepSeek-V3's down projection at 4 tokens on an H200: the f16 path issues about a third more
+  // instructions per weight byte (the shared packing), so more CTAs must share the K loop.
+  static const unsigned char dummy[16] = {};
+  auto request = [&](DType act) {
+    dispatch::FusedMoeRequest r;
+    r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, 256, 2 * 2048, 7168, true, dummy, dummy, nullptr, nullptr};
+    r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, 256, 7168, 2048, false, dummy, dummy, nullptr, nullptr};
+    r.act = act;
+    r.tokens = 4;
+    r.topk = 8;
+    r.global_experts = 256;
+    return r;
+  };
+  // bf16 first: the planner remembers its answers, and must not hand f16 the bf16 one.
+  auto bf16 = dispatch::fused_moe_specs(request(DType::bf16), Arch::sm_90a, Backend::device, 132);
+  auto f16 = dispatch::fused_moe_specs(request(DType::f16), Arch::sm_90a, Backend::device, 132);
+  REQUIRE_MESSAGE(bf16.ok(), bf16.status().message());
+  REQUIRE_MESSAGE(f16.ok(), f16.status().message());
+  CHECK(bf16->down.split_k == 1);
+  CHECK(f16->down.split_k > 1);
+  CHECK(f16->down.act == DType::f16);
+}

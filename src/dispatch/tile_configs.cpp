@@ -92,18 +92,34 @@ std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arc
   return std::max(1u, std::min({by_shared, by_threads, by_registers}));
 }
 
-// HBM bytes per main-loop warp-instruction of a tile, as bench/perf_model measured them on the
-// sm_90a SASS of commit 3577ca3 (rounded down): 16-row tiles 5.5 with 32 columns per warp and
-// 6.2 with 64 (MXFP4 and INT4 g128 alike, scales included); 32-row tiles do twice the mma per
+// HBM bytes (weights and scales) per main-loop warp-instruction of a 16-row tile. bf16 MXFP4, as
+// bench/perf_model measured the sm_90a SASS of commit 3577ca3 (rounded down): 5.5 with 32
+// columns per warp and 6.2 with 64 (INT4 g128 alike). The paths that differ by more than a few
+// percent, measured at e18fcaf and 7cd9327: f16 activations cost MXFP4 two operations per
+// register (0.74: the shared packing puts its bits where bf16 wants them) and save INT4 some
+// (1.15); W4A8 MXFP4 through f16 mma's (sm_90a, sm_100a) converts its activations too (0.95);
+// sm_120a's block-scaled mma's take the E8M0 bytes themselves (absolute, per k tile).
+// Keeping the bf16 base as it was matters: raised to what the SASS of 128/256-k tiles shows now
+// (6.3-6.5) it makes 128-column tiles look as good as 256-column ones, whose two or three CTAs
+// per SM the register estimate of blocks_per_sm does not see (sm_100a's W4A8 kernels use ~200
+// registers), and B200's INT4 W4A8 then loses up to 7 points. 32-row tiles do twice the mma per
 // weight byte. Prefill tiles are compute-bound and never split; 2 keeps them from looking free.
-double estimated_bytes_per_warp_instruction(const TileConfig& t) {
+double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork& w, Arch arch) {
+  if (t.bm > 32) return 2;
   const std::uint32_t columns_per_warp = t.bn / std::max<std::uint16_t>(1, t.warps);
-  const double decode = columns_per_warp >= 64 ? 6.2 : 5.5;
-  if (t.bm <= 16) return decode;
-  if (t.bm <= 32) return decode * 0.7;
-  return 2;
+  const bool mxfp4 = w.weight == WeightFormat::mxfp4, wide = columns_per_warp >= 64, long_k = t.bk >= 128;
+  double decode;
+  if (mxfp4 && has_block_scale_mma(arch) && (w.act == DType::e4m3 || w.act == DType::e2m1)) {
+    decode = w.act == DType::e2m1 ? (long_k ? 33.7 : 15.1) : (long_k ? 15.7 : 10.3);
+  } else {
+    const double bf16_mxfp4 = wide ? 6.2 : 5.5;
+    double path = 1.0;
+    if (mxfp4) path = w.act == DType::f16 ? 0.74 : w.act == DType::e4m3 ? 0.95 : 1.0;
+    else if (w.weight == WeightFormat::int4_sym && w.act == DType::f16) path = 1.15;
+    decode = bf16_mxfp4 * path;
+  }
+  return t.bm <= 16 ? decode : decode * 0.7;
 }
-
 
 }  // namespace
 
@@ -141,7 +157,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
                                                    scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym);
     GemmTimeInputs in = time_inputs_of(device);
-    in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile);
+    in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, w, arch);
     in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
                      static_cast<double>(bn) * scale_bytes_of(w.scale) * tile.bk / std::max(w.group_size, 1u);
     in.stages = tile.stages;
@@ -179,7 +195,8 @@ struct PlanKey {
   std::uint32_t sms;
   bool operator==(const PlanKey& o) const {
     return work.n == o.work.n && work.k == o.work.k && work.group_size == o.work.group_size &&
-           work.weight == o.work.weight && work.scale == o.work.scale && work.busy_experts == o.work.busy_experts &&
+           work.weight == o.work.weight && work.scale == o.work.scale && work.act == o.work.act &&
+           work.busy_experts == o.work.busy_experts &&
            work.rows_per_expert == o.work.rows_per_expert &&
            work.first_ramp_hidden == o.work.first_ramp_hidden && bm == o.bm && arch == o.arch && sms == o.sms;
   }

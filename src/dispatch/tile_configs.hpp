@@ -33,6 +33,7 @@ struct GemmWork {
   std::uint32_t n = 0, k = 0, group_size = 0;
   WeightFormat weight = WeightFormat::none;
   DType scale = DType::none;
+  DType act = DType::bf16;     // the A operand: bf16, f16, e4m3 or e2m1 (the main loop's cost)
   double busy_experts = 1;     // experts expected to get rows (at least one)
   double rows_per_expert = 1;  // rows each of them gets, on average
   // The first weights are requested before the kernel ahead finishes (programmatic dependent
