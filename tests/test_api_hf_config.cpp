@@ -100,6 +100,20 @@ TEST_CASE("C ABI: a model descriptor from config.json carries the checkpoint's f
   CHECK(m.format == MOEJIT_WEIGHT_MXFP4);
   CHECK(m.scale_dtype == MOEJIT_DTYPE_E8M0);
 
+  // A mixed export: the INT4 group is read, and the groups passed over are warned about.
+  {
+    moejit::test::LogCapture logs;
+    m = fresh();
+    REQUIRE(read(kimi_like(R"({"quant_method": "compressed-tensors", "format": "mixed-precision", "config_groups": {
+        "attn": {"format": "pack-quantized", "weights": {"num_bits": 4, "type": "int", "symmetric": true,
+                 "strategy": "group", "group_size": 128}},
+        "experts": {"format": "nvfp4-pack-quantized", "weights": {"num_bits": 4, "type": "float",
+                    "strategy": "tensor_group", "group_size": 16}}}})"),
+                 m) == MOEJIT_OK);
+    CHECK(m.format == MOEJIT_WEIGHT_INT4_SYM);
+    CHECK(logs.count_containing("config groups moejit cannot run (experts: float 4-bit weights)") == 1);
+  }
+
   // The C++ wrapper.
   const moejit_model_desc_t wrapped = moejit::model_from_hf_config(kimi_like(kInt4G32));
   CHECK(wrapped.format == MOEJIT_WEIGHT_INT4_SYM);

@@ -9,6 +9,7 @@
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
 #include "spec/spec_json.hpp"
+#include "support/log.hpp"
 
 using namespace moejit;
 
@@ -124,6 +125,11 @@ moejit_status_t moejit_model_desc_from_hf_config(const char* config_json, size_t
       model->format = static_cast<moejit_weight_format_t>(q.format);
       model->group_size = q.group_size;
       model->scale_dtype = static_cast<moejit_dtype_t>(q.scale);
+      if (!q.skipped_groups.empty())
+        log(LogLevel::warn,
+            "config_json: quantization_config also has config groups moejit cannot run ({}); if the experts are "
+            "among them, the descriptor's weights are not theirs",
+            q.skipped_groups);
     } else if (model->format == 0) {
       model->format = MOEJIT_WEIGHT_MXFP4;
       model->group_size = 32;
