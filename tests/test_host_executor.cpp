@@ -248,6 +248,15 @@ MOEJIT_GLOBAL void coordinates(hosttest::Params p) {
   o[1] = s.block_idx.x | s.block_idx.y << 10 | s.block_idx.z << 20;
 }
 
+// Thread 0 of each block records the block's turn (its arrival among the blocks) at the
+// block's linear index.
+template <class Spec>
+MOEJIT_GLOBAL void block_turns(hosttest::Params p) {
+  const moejit::host::ThreadState& s = moejit::prim::self();
+  const u32 b = s.block_idx.x + s.grid_dim.x * (s.block_idx.y + s.grid_dim.y * s.block_idx.z);
+  if (moejit::prim::thread_x() == 0) p.out[b] = moejit::prim::global_atomic_add(p.flag, 1);
+}
+
 }  // namespace moejit::kernels
 )";
 
@@ -596,6 +605,35 @@ TEST_CASE("host executor: thread and block coordinates of a 3-d launch") {
       CHECK(out[(b * threads + t) * 2] == (t % 5 | (t / 5 % 4) << 10 | (t / 20) << 20));
       CHECK(out[(b * threads + t) * 2 + 1] == (b % 3 | (b / 3 % 2) << 10 | (b / 6) << 20));
     }
+}
+
+TEST_CASE("host executor: one worker runs blocks in linear order, or reversed with MOEJIT_HOST_BLOCK_ORDER") {
+  auto k = build("hosttest/memory.cuh", "block_turns", 64, 0);
+  if (!k) return;
+  HostLaunchShape shape;
+  shape.grid = {3, 2, 2};
+  shape.block = {64, 1, 1};
+  const std::uint32_t blocks = 12;
+  ScopedEnv one("MOEJIT_HOST_THREADS", "1");
+  for (const char* order : {"", "forward", "reverse"}) {
+    CAPTURE(order);
+    ScopedEnv env("MOEJIT_HOST_BLOCK_ORDER", order);
+    std::vector<std::uint32_t> out(blocks, kPoison);
+    std::uint32_t flag = 0;
+    HostTestParams p{.out = out.data(), .flag = &flag};
+    Status s = launch_test_kernel(*k, p, shape);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    const bool reverse = std::string_view(order) == "reverse";
+    for (std::uint32_t b = 0; b < blocks; ++b) CHECK(out[b] == (reverse ? blocks - 1 - b : b));
+  }
+  ScopedEnv bad("MOEJIT_HOST_BLOCK_ORDER", "backwards");
+  std::uint32_t flag = 0;
+  std::vector<std::uint32_t> out(blocks, kPoison);
+  HostTestParams p{.out = out.data(), .flag = &flag};
+  Status s = launch_test_kernel(*k, p, shape);
+  REQUIRE_FALSE(s.ok());
+  CHECK(contains(s.message(), "MOEJIT_HOST_BLOCK_ORDER = 'backwards': expected 'forward' or 'reverse'"));
+  CHECK(flag == 0);  // nothing ran
 }
 
 TEST_CASE("host launch arguments are validated and errors name the argument") {

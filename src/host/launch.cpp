@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,6 +79,13 @@ Status check_launch(const ResolvedKernel& kernel, const void* params,
   return {};
 }
 
+Result<bool> reverse_block_order_from_environment() {
+  const std::optional<std::string> order = env_string("MOEJIT_HOST_BLOCK_ORDER");
+  if (!order || *order == "forward") return false;
+  if (*order == "reverse") return true;
+  return error(Code::invalid_argument, "MOEJIT_HOST_BLOCK_ORDER = '{}': expected 'forward' or 'reverse'", *order);
+}
+
 Result<unsigned> host_threads_from_environment() {
   MOEJIT_ASSIGN_OR_RETURN(std::uint64_t v, env_u64("MOEJIT_HOST_THREADS", 0));
   if (v > 4096)
@@ -110,6 +119,7 @@ Status launch_host_kernel(const ResolvedKernel& kernel, const void* params,
   MOEJIT_ASSIGN_OR_RETURN(std::uint64_t spin_ms,
                           env_u64("MOEJIT_HOST_SPIN_TIMEOUT_MS", kDefaultSpinTimeoutMs));
   plan.spin_timeout = std::chrono::milliseconds(spin_ms);
+  MOEJIT_ASSIGN_OR_RETURN(plan.reverse_order, reverse_block_order_from_environment());
   MOEJIT_ASSIGN_OR_RETURN(unsigned threads, host_threads_from_environment());
   const std::uint64_t by_stacks = std::max<std::uint64_t>(1, kMaxFiberStacks / plan.block_threads);
   plan.workers = static_cast<unsigned>(
@@ -123,9 +133,9 @@ Status launch_host_kernel(const ResolvedKernel& kernel, const void* params,
       return;
     }
     while (!state.aborted()) {
-      const std::uint64_t b = state.take_block();
-      if (b >= state.plan().blocks) break;
-      (*runner)->run(b);
+      const std::optional<std::uint64_t> b = state.take_block();
+      if (!b) break;
+      (*runner)->run(*b);
     }
   };
   // The caller is one of the workers, so a launch with one worker starts no thread.

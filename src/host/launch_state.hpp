@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/host_runtime.cuh"
@@ -26,6 +27,10 @@ struct LaunchPlan {
   std::size_t stack_bytes = 0;
   std::chrono::milliseconds spin_timeout{0};
   unsigned workers = 1;
+  // Blocks in decreasing linear index (MOEJIT_HOST_BLOCK_ORDER=reverse): CUDA promises no order
+  // among blocks, and a kernel that relies on one (a block waiting for a lower-numbered one)
+  // hangs or computes something else this way.
+  bool reverse_order = false;
 };
 
 class LaunchState {
@@ -36,8 +41,13 @@ class LaunchState {
 
   const LaunchPlan& plan() const { return plan_; }
 
-  // Blocks are handed out in increasing linear index (x fastest, as CUDA numbers them).
-  std::uint64_t take_block() { return next_block_.fetch_add(1, std::memory_order_relaxed); }
+  // The linear index (x fastest, as CUDA numbers them) of the next block to run, in increasing
+  // order or, with reverse_order, decreasing; nullopt once every block has been handed out.
+  std::optional<std::uint64_t> take_block() {
+    const std::uint64_t turn = next_block_.fetch_add(1, std::memory_order_relaxed);
+    if (turn >= plan_.blocks) return std::nullopt;
+    return plan_.reverse_order ? plan_.blocks - 1 - turn : turn;
+  }
   std::uint64_t blocks_taken() const {
     auto n = next_block_.load(std::memory_order_relaxed);
     return n < plan_.blocks ? n : plan_.blocks;
