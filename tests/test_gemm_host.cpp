@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "gemm_case.hpp"
+#include "host_test_support.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
@@ -118,10 +119,11 @@ TEST_CASE("host grouped GEMM: edge rows") {
   }
 }
 
-TEST_CASE("host grouped GEMM: split-K over several slices is bitwise identical run to run") {
+TEST_CASE("host grouped GEMM: split-K is bitwise identical run to run, whichever split finishes last") {
   TempDir dir;
   auto resolver = host_resolver(dir);
   for (std::uint16_t splits : {2, 3, 5}) {
+    CAPTURE(splits);
     GemmCase c;
     c.k = 512;  // 8 stages of 64: slices of 4, 3 or 2 (the last ones shorter or empty)
     c.split_k = splits;
@@ -133,6 +135,14 @@ TEST_CASE("host grouped GEMM: split-K over several slices is bitwise identical r
     auto first = run_gemm_case(*resolver, c, seed);
     auto second = run_gemm_case(*resolver, c, seed);
     CHECK(first.output == second.output);
+    // One worker in linear block order: the last split of every tile finishes last; reversed,
+    // split 0 does, and sums the slots itself. Same bits either way.
+    ScopedEnv one("MOEJIT_HOST_THREADS", "1");
+    auto in_order = run_gemm_case(*resolver, c, seed);
+    ScopedEnv reverse("MOEJIT_HOST_BLOCK_ORDER", "reverse");
+    auto reversed = run_gemm_case(*resolver, c, seed);
+    CHECK(in_order.output == first.output);
+    CHECK(reversed.output == first.output);
   }
 }
 
@@ -178,6 +188,14 @@ TEST_CASE("host grouped GEMM: split-K boundaries inside scale groups, odd and em
     auto first = run_gemm_case(*resolver, c, seed);
     auto second = run_gemm_case(*resolver, c, seed);
     CHECK(first.output == second.output);
+    // One worker in linear block order: the last split of every tile finishes last; reversed,
+    // split 0 does, and sums the slots itself. Same bits either way.
+    ScopedEnv one("MOEJIT_HOST_THREADS", "1");
+    auto in_order = run_gemm_case(*resolver, c, seed);
+    ScopedEnv reverse("MOEJIT_HOST_BLOCK_ORDER", "reverse");
+    auto reversed = run_gemm_case(*resolver, c, seed);
+    CHECK(in_order.output == first.output);
+    CHECK(reversed.output == first.output);
   }
 }
 

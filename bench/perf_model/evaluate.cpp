@@ -39,6 +39,10 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   in.stages = s.stages;
   in.stages_per_cta = r.stages_per_cta;
   in.split_k = std::max<std::uint32_t>(1, r.tiles.splits);
+  // Only the rows that hold a token travel through the split-K workspace: the routed pairs over
+  // the tiles with work, at most a tile.
+  const double rows_per_tile = static_cast<double>(c.tokens) * c.topk() / std::max(r.expected_tiles, 1.0);
+  in.split_partial_bytes = std::clamp(rows_per_tile, 1.0, static_cast<double>(s.bm)) * s.bn * sizeof(float);
   // The fused layer's down projection fetches its first weights before waiting for the gate/up
   // GEMM (programmatic dependent launch, sm_90 and later).
   in.first_ramp_hidden = c.gemm == Gemm::down && arch_info(s.arch).sm >= 90;

@@ -75,8 +75,9 @@ GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
   e.issue = bound_of(busiest_sm_seconds(issue_rate, 0.0));
   e.latency = bound_of(busiest_sm_seconds(latency_rate, latency));
   e.fill = bound_of(busiest_sm_seconds(fill_rate_of, 0.0));
-  const double busiest = busiest_sm_seconds(slowest_rate, latency) +
-                         (in.split_k > 1 ? (in.split_k - 1) * in.split_step_ns * 1e-9 : 0.0);
+  const double reduction =
+      in.split_k > 1 ? in.split_step_ns * 1e-9 + (in.split_k - 2.0) * in.split_partial_bytes / fill_rate : 0.0;
+  const double busiest = busiest_sm_seconds(slowest_rate, latency) + reduction;
   e.fraction = bound_of(busiest);
   e.seconds = std::max(e.floor_seconds, busiest);
 

@@ -15,8 +15,9 @@
 // Each bound is the floor time (all CTAs' bytes at DRAM bandwidth) over the busiest SM's time
 // under that rate alone, at most 1; the fraction takes each round at its smallest rate, with the
 // latency ramp (not for the first round when the kernel ahead hides it), so it is at most the
-// smallest bound. A split K adds the serial reduction: each
-// split after the first waits for its predecessor's partial tile (kSplitStepNs apiece).
+// smallest bound. A split K adds its reduction once, after the last split: one step
+// (kSplitStepNs), and the partial tiles of the splits past the second streamed from L2 into the
+// one SM that sums them, at the fill rate.
 
 #include <cstdint>
 #include <string_view>
@@ -30,8 +31,9 @@ namespace moejit::dispatch {
 // no per-SM figure is published for Hopper or Blackwell. A run on a GPU (bench/gpu) calibrates it.
 inline constexpr double kSmFillBytesPerClock = 40;
 
-// One step of the serial split-K reduction: the predecessor's flag seen, its partial tile read
-// from L2, the sum and the flag written back. Our estimate (a few L2 round trips); unmeasured.
+// The split-K reduction's fixed cost: the last split's partial tile stored and fenced, the
+// tile's counter incremented, and one other split's partial tile read back from L2. Our estimate
+// (a few L2 round trips); unmeasured.
 inline constexpr double kSplitStepNs = 1000;
 
 struct GemmTimeInputs {
@@ -49,7 +51,8 @@ struct GemmTimeInputs {
   std::uint32_t warps_per_cta = 0;
   std::uint32_t ctas_per_sm = 0;
   double ctas = 0;  // CTAs with work (may be an expectation)
-  std::uint32_t split_k = 1;  // serial split-K: split_k - 1 reduction steps after the last split
+  std::uint32_t split_k = 1;         // split-K: the last split to finish sums the partial tiles
+  double split_partial_bytes = 0;    // one split's f32 partial tile (bm x bn x 4; rows without tokens skip it)
   // The first round's weights are requested before the kernel ahead finishes (programmatic
   // dependent launch, GroupedGemmParams::weights_before_dependency): its latency ramp is hidden.
   bool first_ramp_hidden = false;

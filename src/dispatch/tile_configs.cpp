@@ -164,6 +164,8 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     in.warps_per_cta = tile.warps;
     in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
     in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
+    // Only the rows that hold a token travel through the split-K workspace.
+    in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
     const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
     const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
     // Only decode tiles split K: prefill tiles have rows enough to fill the GPU, and the

@@ -239,7 +239,7 @@ std::uint64_t grouped_gemm_counter_count(const KernelSpec& s, const GemmTiles& t
 }
 
 std::uint64_t grouped_gemm_partial_bytes(const KernelSpec& s, const GemmTiles& t) {
-  return grouped_gemm_counter_count(s, t) * s.bm * s.bn * sizeof(float);
+  return grouped_gemm_counter_count(s, t) * s.split_k * s.bm * s.bn * sizeof(float);
 }
 
 Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p) {

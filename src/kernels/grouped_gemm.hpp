@@ -25,7 +25,7 @@ GemmTiles grouped_gemm_tiles(const KernelSpec& spec, std::int32_t m);
 // blockIdx.x), z = splits; an error past the 2^31 - 1 blocks a grid dimension holds.
 Result<LaunchGrid> grouped_gemm_grid(const GemmTiles& tiles);
 
-// Split-K partial sums (one f32 tile per output tile) and counters (one u32 per output tile) a
+// Split-K partial sums (split_k f32 tiles per output tile) and counters (one u32 per output tile) a
 // launch needs; 0 when split_k == 1.
 std::uint64_t grouped_gemm_counter_count(const KernelSpec& spec, const GemmTiles& tiles);
 std::uint64_t grouped_gemm_partial_bytes(const KernelSpec& spec, const GemmTiles& tiles);

@@ -20,8 +20,8 @@
 // in the epilogue. Every other expert (NaN or extreme scale bytes), and every INT4 weight, sums
 // each scale group's products in f32 and multiplies them by the group's scale in f32, exact for
 // E8M0 and one rounding for bf16/f16 scales (per-channel scales: once at the end).
-// Split-K is serial across the splits of a tile, in split order, so sums are bitwise
-// reproducible; splits are whole stages.
+// Split-K: splits are whole stages; the last split of a tile to finish adds all the splits'
+// partial tiles in split order, so sums are bitwise reproducible and no block waits for another.
 //
 // Spec (generated): weight, scale, act, act_scale, out, layout, epilogue, n, k, experts, group,
 // bm, bn, bk, stages, warps, warps_m, split_k, pinned_m, sm (the target's SM version).
@@ -706,41 +706,50 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   cp_async_wait<0>();
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
-  // ---- Serial split-K: add this split's sums to the tile's running total, in split order ----
-  // Only rows that hold a token travel through the workspace.
+  // ---- Split-K: the last split of a tile to finish sums every split's partial tile ----
+  // Each split stores its partial sums in its own slot of the tile's workspace and counts itself
+  // in; the one that counts last adds the slots in split order (its own from registers) and runs
+  // the epilogue. No block waits for another, and the sum's order, hence every bit of it, is the
+  // same whichever split finishes last. Only rows that hold a token travel through the workspace.
   if constexpr (Spec::split_k > 1) {
     const u32 tile = block_x();  // (row tile, column tile), as grouped_gemm_counter_count counts them
-    float* ws = p.workspace + static_cast<u64>(tile) * BM * BN;
+    float* slots = p.workspace + static_cast<u64>(tile) * Spec::split_k * BM * BN;
     u32* counter = p.tile_counters + tile;
-    if (tid == 0)
-      while (load_acquire(counter) != block_z()) spin_pause();
-    block_sync();
-    // Every loop that indexes the accumulators is unrolled: one that is not (ptxas kept the
-    // epilogue's as a loop on sm_100a/sm_120a) puts them in local memory, main loop included.
-    MOEJIT_UNROLL
-    for (u32 mt = 0; mt < S::kMTiles; ++mt)
+    // Every accumulator of this thread, visited in one fixed order; f(value, r, c).
+    auto for_each_sum = [&](auto&& f) {
+      // Every loop that indexes the accumulators is unrolled: one that is not (ptxas kept the
+      // epilogue's as a loop on sm_100a/sm_120a) puts them in local memory, main loop included.
       MOEJIT_UNROLL
-      for (u32 half_row = 0; half_row < 2; ++half_row) {
-        const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
-        if (c_row[r] < 0) continue;
+      for (u32 mt = 0; mt < S::kMTiles; ++mt)
         MOEJIT_UNROLL
-        for (u32 j = 0; j < S::kN8; ++j)
+        for (u32 half_row = 0; half_row < 2; ++half_row) {
+          const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
+          if (c_row[r] < 0) continue;
           MOEJIT_UNROLL
-          for (u32 e = 0; e < 2; ++e) {
-            const u32 c = warp_n * S::WN + j * 8 + 2 * t + e;
-            float& v = acc[mt][j][2 * half_row + e];
-            if (block_z() > 0) v += ws[r * BN + c];
-            if (block_z() + 1 < Spec::split_k) ws[r * BN + c] = v;
-          }
-      }
-    if (block_z() + 1 < Spec::split_k) {
-      fence_gpu();
-      block_sync();
-      if (tid == 0) store_release(counter, block_z() + 1);
-      return;
+          for (u32 j = 0; j < S::kN8; ++j)
+            MOEJIT_UNROLL
+            for (u32 e = 0; e < 2; ++e) f(acc[mt][j][2 * half_row + e], r, warp_n * S::WN + j * 8 + 2 * t + e);
+        }
+    };
+    float* own = slots + static_cast<u64>(block_z()) * BM * BN;
+    for_each_sum([&](float& v, u32 r, u32 c) { own[r * BN + c] = v; });
+    fence_gpu();  // this thread's slot is visible before the block counts itself in
+    block_sync();  // every thread's slot is written (and the pipeline's shared memory is free)
+    u32* last = reinterpret_cast<u32*>(smem);
+    if (tid == 0) {
+      *last = global_atomic_add(counter, 1) + 1 == Spec::split_k ? 1u : 0u;
+      fence_gpu();  // acquire: the other splits' slots, counted in before this, are visible
     }
     block_sync();
-    if (tid == 0) store_release(counter, 0);
+    if (*last == 0) return;
+    for_each_sum([&](float& v, u32 r, u32 c) {
+      float sum = block_z() == 0 ? v : slots[r * BN + c];
+      MOEJIT_UNROLL
+      for (u32 z = 1; z < Spec::split_k; ++z)
+        sum += z == block_z() ? v : slots[static_cast<u64>(z) * BM * BN + r * BN + c];
+      v = sum;
+    });
+    if (tid == 0) store_release(counter, 0);  // left at zero for the next launch
   }
 
   // ---- Epilogue ----

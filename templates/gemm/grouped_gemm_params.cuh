@@ -245,11 +245,11 @@ struct GroupedGemmParams {
   // topk_weight epilogue: C row id is scaled by topk_weights[id] (f32, one per pair).
   const float* topk_weights;
 
-  // split-K > 1 (serial, deterministic): split z of an output tile waits until its counter
-  // reads z, adds its f32 partial sums to the tile's workspace, and passes the counter on; the
-  // last split runs the epilogue and resets the counter to zero. Workspace: one BM x BN f32 tile
-  // per output tile (gridDim.x * gridDim.y of them); counters: one per output tile, zero before
-  // the first launch and left at zero by every launch.
+  // split-K > 1 (deterministic): split z of an output tile stores its f32 partial sums in slot z
+  // of the tile's workspace and increments the tile's counter; the split that brings it to
+  // split_k adds the slots in split order, runs the epilogue and resets the counter to zero.
+  // Workspace: split_k BM x BN f32 slots per output tile (gridDim.x of them); counters: one per
+  // output tile, zero before the first launch and left at zero by every launch.
   float* workspace;
   u32* tile_counters;
 

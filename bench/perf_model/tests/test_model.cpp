@@ -183,17 +183,23 @@ TEST_CASE("bounds: a first round fetched under the kernel ahead pays no latency 
   CHECK(predict_bounds(in).fraction == doctest::Approx(0.50546).epsilon(1e-4));
 }
 
-TEST_CASE("bounds: a split K adds its serial reduction steps") {
-  // The small grid above with split-K 3: two steps of 1 us after 8.16667 us: 2.78528 / 10.16667
-  // = 0.27396. The bounds themselves do not change.
+TEST_CASE("bounds: a split K adds one reduction, and the partial tiles past the second at the fill rate") {
+  // The small grid above (8.16667 us, 2.78528 us of floor) with split-K and 16 x 128 f32 partial
+  // tiles (8192 bytes; 40 B/clk x 1.98 GHz = 7.92e10 B/s into the summing SM: 0.103434 us each).
+  // The bounds themselves do not change.
   BoundInputs in = decode_inputs();
   in.bytes_per_warp_instruction = 5;
   in.ctas = 96;
-  in.split_k = 3;
+  in.split_partial_bytes = 8192;
+  in.split_k = 2;  // 1 us: 2.78528 / 9.16667 = 0.303849
+  CHECK(predict_bounds(in).fraction == doctest::Approx(0.303849).epsilon(1e-4));
+  in.split_k = 3;  // 1.103434 us: 2.78528 / 9.27010 = 0.300459
   const Bounds b = predict_bounds(in);
   CHECK(b.latency == doctest::Approx(0.34105).epsilon(1e-4));
-  CHECK(b.fraction == doctest::Approx(0.27396).epsilon(1e-4));
-  CHECK(b.seconds == doctest::Approx(10.16667e-6).epsilon(1e-4));
+  CHECK(b.fraction == doctest::Approx(0.300459).epsilon(1e-4));
+  CHECK(b.seconds == doctest::Approx(9.27010e-6).epsilon(1e-4));
+  in.split_k = 5;  // 1.310303 us: 2.78528 / 9.47697 = 0.293900
+  CHECK(predict_bounds(in).fraction == doctest::Approx(0.293900).epsilon(1e-4));
 }
 
 TEST_CASE("bounds: the busiest SM's extra round binds when L2 feeds an SM slowly") {
