@@ -187,8 +187,11 @@ TEST_CASE("W4A4 fused MoE on the host backend (sm_120a, sm_121a): hidden dtypes,
     const bool primary = arch == Arch::sm_120a;
     for (const FusedCase& c : primary ? std::vector<FusedCase>{base, oai, odd, big} : std::vector<FusedCase>{oai}) {
       const FusedResult r = run_fused_case(ops, memory, c, seed);
-      // MXFP4's cost end to end: e2m1 keeps one mantissa bit (measured 0.1-0.2 here).
-      CHECK(r.end_to_end_error < 0.3);
+      // MXFP4's cost end to end: e2m1 keeps one mantissa bit. Measured 0.16-0.31 over twelve
+      // seeds with one token (an error over 128 outputs spreads widely), 0.19-0.27 with more;
+      // a scale off by a power of two or a lost expert costs 0.5 or more. The kernels' own
+      // error is the one checked tightly (against fp64 of the quantized activations).
+      CHECK(r.end_to_end_error < 0.45);
     }
     if (!primary) continue;
     CHECK(f.launches.load() == 4 * 6);  // align, quantize hidden, gate/up, quantize, down, reduce
