@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "test_support.hpp"
@@ -96,6 +97,27 @@ TEST_CASE("bench_gemm runs every step on the null driver and only its output che
       CHECK(n["reason"].get<std::string>().find("sm_120a / sm_121a; this target is sm_90a") != std::string::npos);
     }
   CHECK(w4a4 == 2);
+  // The split-K sweep: T = 1 of the first format (mxfp4), both projections, each run at every
+  // split of its tile up to 8 beside the planner's own, each as far as its output check.
+  REQUIRE(j["split_sweep"].size() == 2);
+  for (const auto& sweep : j["split_sweep"]) {
+    INFO(sweep.dump());
+    CHECK(sweep["format"] == "mxfp4");
+    CHECK(sweep["tokens"] == 1);
+    const auto stages = sweep["k_stages"].get<unsigned>();
+    std::vector<unsigned> splits;
+    for (const auto& run : sweep["runs"]) {
+      splits.push_back(run["split_k"].get<unsigned>());
+      REQUIRE(run.contains("error"));
+      CHECK(run["error"].get<std::string>().find("outputs are not finite") != std::string::npos);
+    }
+    REQUIRE(!splits.empty());
+    CHECK(splits.front() == 1);
+    CHECK(std::find(splits.begin(), splits.end(), sweep["planner_split_k"].get<unsigned>()) != splits.end());
+    for (unsigned split : splits) CHECK(split <= std::max(8u, sweep["planner_split_k"].get<unsigned>()));
+    for (unsigned split : splits) CHECK(split <= stages);
+    CHECK(sweep["fastest_split_k"].is_null());
+  }
 }
 
 TEST_CASE("bench_gemm runs W4A4 beside W4A16 on a 12.0 null driver, and only its output checks fail") {
@@ -103,7 +125,7 @@ TEST_CASE("bench_gemm runs W4A4 beside W4A16 on a 12.0 null driver, and only its
   // for them, and the layer quantizing its bf16 hidden states per 32; every launch checked by
   // the library and made, the outputs left as poisoned.
   TempDir dir;
-  const auto j = run_on_null_driver(dir, {"--no-baselines", "--formats", "mxfp4_w4a4"}, "12.0");
+  const auto j = run_on_null_driver(dir, {"--no-baselines", "--no-split-sweep", "--formats", "mxfp4_w4a4"}, "12.0");
   if (j.is_null()) return;
   CHECK(j["gpu"]["arch"] == "sm_120a");
   CHECK(j["kernels"]["errors"].empty());

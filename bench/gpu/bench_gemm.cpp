@@ -22,7 +22,9 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "bench/gpu/baselines.hpp"
 #include "bench/gpu/device_data.hpp"
@@ -38,6 +40,7 @@
 #include "common/numeric.cuh"
 #include "compile/nvrtc_library.hpp"
 #include "kernels/grouped_gemm.hpp"
+#include "dispatch/grouped_gemm_op.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "moe/align_params.cuh"
 #include "quant/pack.hpp"
@@ -77,6 +80,7 @@ struct Settings {
   int copy_samples = 15;
   bool baselines = true;                // the CUTLASS baselines and the dense bf16 GEMM rate
   bool layers = true;                   // the whole-layer cases (moejit_fused_moe)
+  bool split_sweep = true;              // T = 1 cases timed at every split-K, beside the planner's
   std::uint32_t gemm_rate_size = 8192;  // m = n = k of the dense GEMM that sets the FLOP ceiling
   std::vector<std::string> models, formats;
 };
@@ -121,37 +125,68 @@ std::vector<LayerCase> selected_layer_cases(const Settings& s, Arch arch) {
   return out;
 }
 
-// The kernel dispatch would pick on a device of `sms` multiprocessors: the planner's tile and
-// split for the rows each touched expert sees on average.
+// The kernel moejit_grouped_gemm picks for the case on a device of `sms` multiprocessors: the
+// library's own request -> spec path (dispatch::grouped_gemm_spec), with the align block size the
+// fused layer would choose for the pairs each touched expert sees on average.
 KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
-  KernelSpec s{};
-  s.op = Op::grouped_gemm;
-  s.backend = Backend::device;
-  s.arch = arch;
-  s.weight = c.format->weight;
-  s.scale = c.format->scale;
-  s.group_size = c.format->group;
-  s.act = c.format->act;
-  s.act_scale = case_act_scale(*c.format);
-  s.out = DType::bf16;
-  s.layout = Layout::indexed;
-  s.epilogue = c.epilogue();
-  s.n = c.n();
-  s.k = c.k();
-  s.experts = c.model->experts;
-  dispatch::GemmWork work;
-  work.n = s.n;
-  work.k = s.k;
-  work.group_size = s.group_size;
-  work.weight = s.weight;
-  work.scale = s.scale;
-  work.busy_experts = dispatch::expected_busy_experts(static_cast<double>(c.pairs()), c.model->experts,
-                                                      c.model->experts, c.model->topk);
-  work.rows_per_expert = static_cast<double>(c.pairs()) / work.busy_experts;
-  const std::uint16_t bm = dispatch::pick_block_rows(work.rows_per_expert);
-  return dispatch::with_plan(s, dispatch::plan_gemm(work, bm, arch, sms));
+  dispatch::GroupedGemmRequest r;
+  r.weights.format = c.format->weight;
+  r.weights.scale = c.format->scale;
+  r.weights.group_size = c.format->group;
+  r.weights.experts = c.model->experts;
+  r.weights.n = c.n();
+  r.weights.k = c.k();
+  r.weights.act_and_mul = c.projection == Projection::gate_up;
+  r.weights.order = quant::packed_order_for(c.format->act);
+  r.act = c.format->act;
+  r.act_scale = case_act_scale(*c.format);
+  r.out = DType::bf16;
+  r.layout = Layout::indexed;
+  r.epilogue = c.epilogue();
+  r.params.m = static_cast<i32>(c.pairs());
+  r.topk_hint = c.model->topk;
+  r.global_experts_hint = c.model->experts;
+  r.block_size = dispatch::pick_block_rows(dispatch::gemm_work(r).rows_per_expert);
+  Result<KernelSpec> spec = dispatch::grouped_gemm_spec(r, arch, Backend::device, sms);
+  if (!spec.ok()) {  // the cases are enumerated from valid formats: a library change broke one
+    std::fprintf(stderr, "bench_gemm: %s %s %s T=%u: %s\n", std::string(c.model->name).c_str(),
+                 std::string(c.format->name).c_str(), std::string(to_string(c.projection)).c_str(), c.tokens,
+                 spec.status().message().c_str());
+    std::exit(kExitCaseFailed);
+  }
+  return *spec;
 }
 KernelSpec case_spec(const GemmCase& c, DeviceLauncher& l) { return case_spec(c, l.arch(), l.sm_count()); }
+
+KernelSpec with_split(KernelSpec spec, std::uint16_t split_k) {
+  spec.split_k = static_cast<std::uint8_t>(split_k);  // at most 64: the sweep's 8, or the planner's
+  return spec;
+}
+
+// The splits the sweep times for a case whose planner picked `spec`: every split of its tile's k
+// stages up to 8 that leaves no split empty (the planner's rule), and the planner's own.
+std::vector<std::uint16_t> sweep_splits(const KernelSpec& spec) {
+  const std::uint32_t stages = spec.k / spec.bk;
+  std::vector<std::uint16_t> out;
+  for (std::uint32_t split = 1; split <= std::min<std::uint32_t>(stages, 8); ++split) {
+    const std::uint32_t per_split = (stages + split - 1) / split;
+    if ((stages + per_split - 1) / per_split == split) out.push_back(static_cast<std::uint16_t>(split));
+  }
+  if (std::find(out.begin(), out.end(), spec.split_k) == out.end()) out.push_back(spec.split_k);
+  return out;
+}
+
+// The sweep's cases: decode at T = 1 with a tile that may split (at most kMaxSplitRows rows), of
+// the first format selected only (the reduction's cost hardly depends on it; each split is a
+// kernel of its own to compile and time).
+std::vector<GemmCase> sweep_cases(const std::vector<GemmCase>& cases, Arch arch, std::uint32_t sms) {
+  std::vector<GemmCase> out;
+  for (const GemmCase& c : cases)
+    if (c.format == cases.front().format && c.tokens == 1 && case_spec(c, arch, sms).bm <= dispatch::kMaxSplitRows)
+      out.push_back(c);
+  return out;
+}
+
 
 Json case_json(const GemmCase& c, const KernelSpec& spec) {
   Json j;
@@ -265,6 +300,17 @@ int dry_run(const Settings& s) {
     j["cases"].push_back(cj);
   }
   j["not_applicable"] = not_applicable_json(s, *arch);
+  // The split-K sweep a GPU run would time: each case's planner split and the splits beside it.
+  j["split_sweep"] = Json::array();
+  const std::uint32_t sms = default_device_profile(*arch) ? default_device_profile(*arch)->sms : kFallbackSms;
+  for (const GemmCase& c : s.split_sweep ? sweep_cases(selected_cases(s, *arch), *arch, sms) : std::vector<GemmCase>{}) {
+    const KernelSpec planned = case_spec(c, *arch, sms);
+    Json sweep = case_json(c, planned);
+    sweep["planner_split_k"] = planned.split_k;
+    sweep["k_stages"] = planned.k / planned.bk;
+    sweep["splits"] = sweep_splits(planned);
+    j["split_sweep"].push_back(sweep);
+  }
   j["layers"] = Json::array();
   for (const LayerCase& c : s.layers ? selected_layer_cases(s, *arch) : std::vector<LayerCase>{}) {
     const double touched = expected_touched_experts(c.model->experts, c.model->topk, c.tokens);
@@ -292,10 +338,11 @@ TimingOptions timing_options(const Settings& s) {
 
 // Runs one case: routings and activations on the device, the launches timed, the output checked
 // for values the kernel must have written.
+// One case timed with the planner's kernel, or with `split_k` splits of its tile when nonzero.
 Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolver, const GemmCase& c,
                       const WeightSet& w, std::span<const Routing> routings, const Settings& s, const Ceilings& ceilings,
-                      std::mt19937_64& rng) {
-  const KernelSpec spec = case_spec(c, l);
+                      std::mt19937_64& rng, std::uint16_t split_k = 0) {
+  const KernelSpec spec = split_k == 0 ? case_spec(c, l) : with_split(case_spec(c, l), split_k);
   Json j = case_json(c, spec);
   j["weight_copies"] = w.copies;
   MOEJIT_ASSIGN_OR_RETURN(Resolution resolved, resolver.resolve(spec));
@@ -581,6 +628,56 @@ std::string speedups_text(const Json& case_json) {
   return text;
 }
 
+// The split-K sweep: each T = 1 case timed at every split of its tile, side by side in one run,
+// so the time model's reduction cost (dispatch::kSplitStepNs, an estimate) and the planner's
+// choice can be checked against the fastest split. Returns the runs that failed.
+int run_split_sweep(DeviceLauncher& l, CUstream stream, KernelResolver& resolver, const std::vector<GemmCase>& cases,
+                     const Settings& s, const Ceilings& ceilings, Clock::time_point start, Json& j,
+                     std::mt19937_64& rng) {
+  j["split_sweep"] = Json::array();
+  int failed = 0;
+  for (const GemmCase& c : cases) {
+    const KernelSpec planned = case_spec(c, l);
+    Json sweep = case_json(c, planned);
+    sweep["planner_split_k"] = planned.split_k;
+    sweep["k_stages"] = planned.k / planned.bk;
+    sweep["runs"] = Json::array();
+    if (seconds_since(start) > s.max_seconds) {
+      sweep["skipped"] = fmt::format("time budget of {} s spent", s.max_seconds);
+      j["split_sweep"].push_back(sweep);
+      continue;
+    }
+    auto weights = make_weights(l, stream, c, s.rotate_bytes, rng);
+    std::vector<Routing> routings;
+    for (int r = 0; r < s.routings; ++r)
+      routings.push_back(random_routing(rng, c.tokens, c.model->experts, c.model->topk, planned.bm));
+    std::optional<std::pair<double, std::uint16_t>> fastest;
+    for (std::uint16_t split : sweep_splits(planned)) {
+      Json run_json = {{"split_k", split}};
+      Result<Json> r = !weights.ok() ? Result<Json>(weights.status())
+                                     : run_case(l, stream, resolver, c, *weights, routings, s, ceilings, rng, split);
+      if (r.ok()) {
+        const double us = (*r)["median_us"].get<double>();
+        run_json["median_us"] = us;
+        run_json["fraction_of_floor"] = (*r)["fraction_of_floor"];
+        if (!fastest || us < fastest->first) fastest = {us, split};
+      } else {
+        run_json["error"] = r.status().message();
+        ++failed;
+      }
+      sweep["runs"].push_back(run_json);
+    }
+    sweep["fastest_split_k"] = fastest ? Json(fastest->second) : Json(nullptr);
+    std::fprintf(stderr, "  split sweep %-15s %-9s %-7s T=%u: planner %u, fastest %s\n",
+                 std::string(c.model->name).c_str(), std::string(c.format->name).c_str(),
+                 std::string(to_string(c.projection)).c_str(), c.tokens, planned.split_k,
+                 fastest ? std::to_string(fastest->second).c_str() : "none (no run succeeded)");
+    j["split_sweep"].push_back(sweep);
+    write_json(s.out, j);
+  }
+  return failed;
+}
+
 int run(const Settings& s) {
   const auto start = Clock::now();
   auto created = DeviceLauncher::create(s.device);
@@ -644,11 +741,15 @@ int run(const Settings& s) {
   // Every kernel first, in parallel, so compiles stay out of the timed region.
   const auto compile_start = Clock::now();
   std::map<std::string, std::future<Result<Resolution>>> pending;
-  for (const GemmCase& c : cases) {
-    const KernelSpec spec = case_spec(c, l);
+  auto compile = [&](const KernelSpec& spec) {
     const std::string slug = codegen::spec_slug(spec);
     if (!pending.count(slug)) pending.emplace(slug, (*resolver)->resolve_async(spec));
-  }
+  };
+  for (const GemmCase& c : cases) compile(case_spec(c, l));
+  const std::vector<GemmCase> swept =
+      s.split_sweep ? sweep_cases(cases, l.arch(), l.sm_count()) : std::vector<GemmCase>{};
+  for (const GemmCase& c : swept)
+    for (std::uint16_t split : sweep_splits(case_spec(c, l))) compile(with_split(case_spec(c, l), split));
   Json compile_errors = Json::object();
   for (auto& [slug, f] : pending)
     if (auto r = f.get(); !r.ok()) compile_errors[slug] = r.status().message();
@@ -677,6 +778,7 @@ int run(const Settings& s) {
   // The whole layers first: they are the headline numbers, and cheaper than the GEMM cases with
   // their baselines, which get the rest of the budget.
   if (s.layers) run_layers(l, st, s, ceilings, start, j, rng);
+  const int sweep_failures = s.split_sweep ? run_split_sweep(l, st, **resolver, swept, s, ceilings, start, j, rng) : 0;
 
   j["cases"] = Json::array();
   j["not_applicable"] = not_applicable_json(s, l.arch());
@@ -751,7 +853,7 @@ int run(const Settings& s) {
   if (s.out.empty()) std::cout << j.dump(2) << "\n";
   else write_json(s.out, j);
   const int layers_failed = j.contains("layer_summary") ? j["layer_summary"]["failed"].get<int>() : 0;
-  return failed || baseline_failures || layers_failed ? kExitCaseFailed : 0;
+  return failed || baseline_failures || layers_failed || sweep_failures ? kExitCaseFailed : 0;
 }
 
 int probe(const Settings& s) {
@@ -791,6 +893,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("!--no-layers", s.layers, "skip the whole-layer cases (moejit_fused_moe)");
   app.add_flag("!--no-baselines", s.baselines, "skip the CUTLASS baselines and the dense bf16 GEMM rate");
+  app.add_flag("!--no-split-sweep", s.split_sweep, "skip timing the T = 1 cases at every split-K");
   app.add_option("--gemm-rate-size", s.gemm_rate_size, "m = n = k of the dense bf16 GEMM that sets the FLOP ceiling")
       ->check(CLI::Range(256, 16384));
   app.add_option("--models", s.models, "only these models (names as in the JSON)")->delimiter(',');
