@@ -119,6 +119,23 @@ TEST_CASE("host grouped GEMM: edge rows") {
   }
 }
 
+namespace {
+
+// A split-K case gives the same bits run to run with every worker, and with one worker in linear
+// block order (the last split of each tile finishes last) or reversed (split 0 does, and sums
+// the slots itself).
+void check_same_bits_whichever_split_finishes_last(KernelResolver& resolver, const GemmCase& c) {
+  const std::uint32_t seed = fresh_seed();
+  const auto first = run_gemm_case(resolver, c, seed);
+  CHECK(run_gemm_case(resolver, c, seed).output == first.output);
+  ScopedEnv one("MOEJIT_HOST_THREADS", "1");
+  CHECK(run_gemm_case(resolver, c, seed).output == first.output);
+  ScopedEnv reverse("MOEJIT_HOST_BLOCK_ORDER", "reverse");
+  CHECK(run_gemm_case(resolver, c, seed).output == first.output);
+}
+
+}  // namespace
+
 TEST_CASE("host grouped GEMM: split-K is bitwise identical run to run, whichever split finishes last") {
   TempDir dir;
   auto resolver = host_resolver(dir);
@@ -131,18 +148,7 @@ TEST_CASE("host grouped GEMM: split-K is bitwise identical run to run, whichever
     c.weight = WeightFormat::int4_asym;
     c.scale = DType::bf16;
     c.group = 128;
-    const std::uint32_t seed = fresh_seed();
-    auto first = run_gemm_case(*resolver, c, seed);
-    auto second = run_gemm_case(*resolver, c, seed);
-    CHECK(first.output == second.output);
-    // One worker in linear block order: the last split of every tile finishes last; reversed,
-    // split 0 does, and sums the slots itself. Same bits either way.
-    ScopedEnv one("MOEJIT_HOST_THREADS", "1");
-    auto in_order = run_gemm_case(*resolver, c, seed);
-    ScopedEnv reverse("MOEJIT_HOST_BLOCK_ORDER", "reverse");
-    auto reversed = run_gemm_case(*resolver, c, seed);
-    CHECK(in_order.output == first.output);
-    CHECK(reversed.output == first.output);
+    check_same_bits_whichever_split_finishes_last(*resolver, c);
   }
 }
 
@@ -184,18 +190,7 @@ TEST_CASE("host grouped GEMM: split-K boundaries inside scale groups, odd and em
     c.layout = sp.layout;
     c.tokens = 20;
     c.out = DType::f32;
-    const std::uint32_t seed = fresh_seed();
-    auto first = run_gemm_case(*resolver, c, seed);
-    auto second = run_gemm_case(*resolver, c, seed);
-    CHECK(first.output == second.output);
-    // One worker in linear block order: the last split of every tile finishes last; reversed,
-    // split 0 does, and sums the slots itself. Same bits either way.
-    ScopedEnv one("MOEJIT_HOST_THREADS", "1");
-    auto in_order = run_gemm_case(*resolver, c, seed);
-    ScopedEnv reverse("MOEJIT_HOST_BLOCK_ORDER", "reverse");
-    auto reversed = run_gemm_case(*resolver, c, seed);
-    CHECK(in_order.output == first.output);
-    CHECK(reversed.output == first.output);
+    check_same_bits_whichever_split_finishes_last(*resolver, c);
   }
 }
 
