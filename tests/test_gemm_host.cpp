@@ -52,8 +52,9 @@ TEST_CASE("host grouped GEMM: int4 group sizes 32 64 128 and per-channel with bf
 TEST_CASE("host grouped GEMM: every tile configuration the planner can pick, N not a multiple of the tile") {
   TempDir dir;
   auto resolver = host_resolver(dir);
-  // K 96, 192, 384: the planner's k stages are 32, 64 and 128 deep (the largest dividing K).
-  for (auto [n, k] : {std::pair{96u, 96u}, std::pair{160u, 192u}, std::pair{288u, 384u}}) {
+  // K 96, 192, 384, 512: the planner's k stages are 32, 64, 128 and (16-row tiles of 128
+  // columns) 256 deep (the largest dividing K), which changes how the threads share the copies.
+  for (auto [n, k] : {std::pair{96u, 96u}, std::pair{160u, 192u}, std::pair{288u, 384u}, std::pair{96u, 512u}}) {
     for (const auto& tile : dispatch::gemm_tile_configs(Arch::sm_90a, k, WeightFormat::mxfp4, DType::e8m0, 32)) {
       GemmCase c;
       c.tile = tile;

@@ -238,24 +238,40 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   const u32 stages = work.stage_end - work.stage_begin;
 
   // ---- Copy addresses: computed once, advanced by a constant per stage ----
-  // B: the stage's weights are BN / 32 runs (one per strip) of BK chunks of 16 bytes; thread
-  // tid copies chunks tid + i * T, whose strip and offset split into a per-thread part and a
-  // compile-time part.
+  // B: the stage's weights are BN / 32 runs (one per strip) of BK chunks of 16 bytes, chunk c =
+  // strip * BK + k-chunk stored at c * 16 in the stage. Strip-major copying gives each strip T /
+  // strips threads, each taking every (T / strips)-th chunk of it: a thread's copies then lie
+  // within a few KB of one another and share one 64-bit address, as cp.async's global address
+  // offset field is only 12 bits (signed). Where a strip has fewer chunks than that, thread tid
+  // copies chunks tid + i * T, spread over strips K * 16 bytes apart (an address each).
+  constexpr u32 kBStrips = BN / 32;
+  constexpr bool kStripMajor = T % kBStrips == 0 && BK % (T / kBStrips) == 0;
+  constexpr u32 kStripThreads = kStripMajor ? T / kBStrips : 1;
   const u8* b_src = p.b + static_cast<u64>(work.expert) * (static_cast<u64>(S::N) * S::K / 2) +
                     static_cast<u64>(work.n0 / 32) * (S::K * 16) + static_cast<u64>(work.stage_begin) * (BK * 16);
-  u32 b_thread_offset, b_strip0;
-  if constexpr (T >= BK) {
-    b_strip0 = tid / BK;
-    b_thread_offset = b_strip0 * (S::K * 16) + (tid % BK) * 16;
+  u32 b_first_chunk, b_strip0;  // the thread's first chunk in the stage and its strip
+  if constexpr (kStripMajor) {
+    b_strip0 = tid / kStripThreads;
+    b_first_chunk = b_strip0 * BK + tid % kStripThreads;
   } else {
-    b_strip0 = 0;
-    b_thread_offset = tid * 16;
+    b_strip0 = T >= BK ? tid / BK : 0;
+    b_first_chunk = tid;
   }
-  auto b_strip_of = [&](u32 i) { return T >= BK ? b_strip0 + i * (T / BK) : i / (BK / T); };
-  auto b_constant_offset = [&](u32 i) -> u32 {
-    return T >= BK ? i * (T / BK) * (S::K * 16) : (i / (BK / T)) * (S::K * 16) + (i % (BK / T)) * T * 16;
+  auto b_strip_of = [&](u32 i) {
+    return kStripMajor ? b_strip0 : T >= BK ? b_strip0 + i * (T / BK) : i / (BK / T);
   };
-  b_src += b_thread_offset;
+  // Chunk i of the thread, counted from its first one (a compile-time number of chunks).
+  auto b_chunk_step = [&](u32 i) -> u32 { return kStripMajor ? i * kStripThreads : i * T; };
+  // Where chunk c of a stage starts in the strip-major weights, from the stage's first byte.
+  auto b_source_offset = [&](u32 c) -> u32 { return c / BK * (S::K * 16) + c % BK * 16; };
+  b_src += b_source_offset(b_first_chunk);
+  // Chunk i's source offset from the thread's first chunk: a compile-time constant, since a
+  // thread's chunks all sit at the same position within BK (or within the same strip).
+  auto b_constant_offset = [&](u32 i) -> u32 {
+    return kStripMajor ? b_chunk_step(i) * 16
+           : T >= BK   ? i * (T / BK) * (S::K * 16)
+                       : (i / (BK / T)) * (S::K * 16) + (i % (BK / T)) * T * 16;
+  };
   u32 b_bytes[S::kBPerThread];  // 16, or 0 (zero fill) for strips past N
   for (u32 i = 0; i < S::kBPerThread; ++i)
     b_bytes[i] = !S::kPartialN || work.n0 / 32 + b_strip_of(i) < S::N / 32 ? 16u : 0u;
@@ -303,11 +319,12 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   };
   auto load_weights = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
-    unsigned char* b_stage = stage + S::kABytes + tid * 16;
+    unsigned char* b_stage = stage + S::kABytes + b_first_chunk * 16;
     const u8* b_stage_src = b_src + static_cast<u64>(i) * (BK * 16);
     for (u32 j = 0; j < S::kBPerThread; ++j)
       if (S::kBChunks % T == 0 || tid < S::kBChunks)
-        cp_async_cg_16_hint(b_stage + j * T * 16, b_stage_src + b_constant_offset(j), weight_policy, b_bytes[j]);
+        cp_async_cg_16_hint(b_stage + b_chunk_step(j) * 16, b_stage_src + b_constant_offset(j), weight_policy,
+                            b_bytes[j]);
     // The stage's first scale-group row: groups of G >= BK span several stages.
     const u64 group0 = static_cast<u64>(work.stage_begin + i) * BK / S::G;
     if (tid < S::kSChunks)
