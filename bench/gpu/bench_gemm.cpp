@@ -51,9 +51,7 @@
 #include "spec/device_profiles.hpp"
 #include "spec/spec_fields.hpp"
 
-#ifndef MOEJIT_BUILD_COMMIT
-#define MOEJIT_BUILD_COMMIT "unknown"
-#endif
+#include "moejit_build_commit.h"  // MOEJIT_BUILD_COMMIT, stamped each build
 
 namespace {
 

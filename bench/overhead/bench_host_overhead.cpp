@@ -32,9 +32,7 @@
 
 #include "bench/utc_now.hpp"
 
-#ifndef MOEJIT_BUILD_COMMIT
-#define MOEJIT_BUILD_COMMIT "unknown"
-#endif
+#include "moejit_build_commit.h"  // MOEJIT_BUILD_COMMIT, stamped each build
 
 namespace {
 

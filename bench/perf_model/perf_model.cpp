@@ -26,9 +26,7 @@
 #include "spec/spec_json.hpp"
 #include "support/fs.hpp"
 
-#ifndef MOEJIT_BUILD_COMMIT
-#define MOEJIT_BUILD_COMMIT "unknown"
-#endif
+#include "moejit_build_commit.h"  // MOEJIT_BUILD_COMMIT, stamped each build
 #ifndef MOEJIT_SOURCE_DIR
 #define MOEJIT_SOURCE_DIR "."
 #endif
