@@ -49,7 +49,7 @@ u32 scale_operand(u32 s, gemm::ExpertScaleRange range, u32 addend) {
     const u32 other = range.smallest + (s * 7 + b * 13) % (range.largest - range.smallest + 1);
     word |= (b == w ? s : other) << (8 * b);
   }
-  return gemm::fragment_scale<kHalf>(gemm::fragment_scale_strip<kHalf>(word, addend), w, addend);
+  return gemm::fragment_scale<kHalf>(gemm::fragment_scale_strip<kHalf>(word, addend), w);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Host twins of lop3, prmt and the warp primitives (shfl, match, ballot), checked against the
+// Host twins of lop3, prmt, broadcast_half and the warp primitives (shfl, match, ballot), checked against the
 // PTX ISA's definitions.
 
 #include <doctest/doctest.h>
@@ -36,6 +36,20 @@ TEST_CASE("prmt: default mode selects bytes of {b, a} and can replicate sign bit
   CHECK(twin::prmt(0x80017f00u, 0, 0x3b8b) == 0x80ff00ffu);
   CHECK(twin::prmt(0x80017f00u, 0, 0xbbaa) == 0xffff0000u);
   CHECK(prmt(a, b, 0x7362) == 0x77336622);
+}
+
+TEST_CASE("broadcast_half: mov.b32 {lo, hi} then {lo, lo} or {hi, hi}") {
+  CHECK(twin::broadcast_half(0x3f80c000u, 0) == 0xc000c000u);
+  CHECK(twin::broadcast_half(0x3f80c000u, 1) == 0x3f803f80u);
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 1000; ++i) {
+    const u32 x = static_cast<u32>(rng());
+    const u32 lo = broadcast_half<0>(x), hi = broadcast_half<1>(x);
+    CHECK((lo & 0xffffu) == (x & 0xffffu));
+    CHECK((lo >> 16) == (x & 0xffffu));
+    CHECK((hi & 0xffffu) == (x >> 16));
+    CHECK((hi >> 16) == (x >> 16));
+  }
 }
 
 TEST_CASE("shfl.sync source lanes follow the PTX pseudo-code") {

@@ -1,7 +1,8 @@
 #pragma once
 // Bit manipulation. PTX ISA: lop3.b32 d, a, b, c, immLut (any function of three inputs, the
 // table being F(0xF0, 0xCC, 0xAA)); prmt.b32 d, a, b, c (byte permute, default mode);
-// shf.r.wrap.b32 d, a, b, c (funnel shift right of {b, a} by c mod 32: with a == b, a rotation).
+// shf.r.wrap.b32 d, a, b, c (funnel shift right of {b, a} by c mod 32: with a == b, a rotation);
+// mov.b32 {lo, hi}, a and mov.b32 d, {h, h} (unpack a into its 16-bit halves, pack one twice).
 
 #include "common/platform.cuh"
 
@@ -39,6 +40,12 @@ constexpr u32 rotr(u32 x, u32 n) {
   return n == 0 ? x : (x >> n) | (x << (32 - n));
 }
 
+// Half `half` (0: bits 0..15) of x in both halves.
+constexpr u32 broadcast_half(u32 x, u32 half) {
+  const u32 h = half == 0 ? x & 0xffffu : x >> 16;
+  return h | h << 16;
+}
+
 }  // namespace twin
 
 #if MOEJIT_TARGET_DEVICE
@@ -62,12 +69,30 @@ MOEJIT_DEVICE u32 rotr(u32 x, u32 n) {
   return d;
 }
 
+// Where the result feeds a packed 16-bit multiply or fma, ptxas folds the two moves into that
+// instruction's operand selector (.H0_H0, .H1_H1): no instruction of its own.
+template <u32 kHalf>
+MOEJIT_DEVICE u32 broadcast_half(u32 x) {
+  static_assert(kHalf < 2);
+  u32 d;
+  if constexpr (kHalf == 0)
+    asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; mov.b32 %0, {lo, lo};}" : "=r"(d) : "r"(x));
+  else
+    asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; mov.b32 %0, {hi, hi};}" : "=r"(d) : "r"(x));
+  return d;
+}
+
 #else
 
 template <u32 kLut>
 MOEJIT_DEVICE u32 lop3(u32 a, u32 b, u32 c) { return twin::lop3(a, b, c, kLut); }
 MOEJIT_DEVICE u32 prmt(u32 a, u32 b, u32 selector) { return twin::prmt(a, b, selector); }
 MOEJIT_DEVICE u32 rotr(u32 x, u32 n) { return twin::rotr(x, n); }
+template <u32 kHalf>
+MOEJIT_DEVICE u32 broadcast_half(u32 x) {
+  static_assert(kHalf < 2);
+  return twin::broadcast_half(x, kHalf);
+}
 
 #endif
 

@@ -490,7 +490,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         for (u32 s32 = 0; s32 < S::kN32; ++s32) {
           const u32 strip = warp_n * S::kN32 + s32;
           if constexpr (S::kBlockScaleMma || kFragmentScales) scale_word[s32] = ld_shared_u32(s_row_ptr + strip * 32 + 4 * g);
-          [[maybe_unused]] u32 fragment_strip = 0;
+          [[maybe_unused]] gemm::FragmentScaleStrip fragment_strip{};
           if constexpr (kFragmentScales) fragment_strip = gemm::fragment_scale_strip<gemm::Half::f16>(scale_word[s32], scale_addend);
           const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
           const u32 word[4] = {words.x, words.y, words.z, words.w};
@@ -512,7 +512,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
                 out[2 * r + 1] = e4m3x2_to_f16x2_high(b8[r]);
               }
               if constexpr (kFragmentScales) {  // word w is column g of n8 tile w: byte w of the scale word
-                const u32 factor = gemm::fragment_scale<gemm::Half::f16>(fragment_strip, w, scale_addend);
+                const u32 factor = gemm::fragment_scale<gemm::Half::f16>(fragment_strip, w);
                 for (u32 q = 0; q < 4; ++q) out[q] = mul_f16x2(out[q], factor);
               }
             } else {
@@ -576,14 +576,14 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
         const u32 word[4] = {words.x, words.y, words.z, words.w};
         if constexpr (S::kMxfp4) {
-          u32 scale_bytes = 0;
+          gemm::FragmentScaleStrip scale_bytes{};
           if constexpr (kFragmentScales)
             scale_bytes = gemm::fragment_scale_strip<S::kHalf>(ld_shared_u32(s_row_ptr + strip * 32 + 4 * g), scale_addend);
           for (u32 w = 0; w < 4; ++w) {
             u32 raw[4];
             gemm::e2m1_registers<S::kHalf>(word[w], raw);
             const u32 factor = kFragmentScales
-                                   ? gemm::fragment_scale<S::kHalf>(scale_bytes, w, scale_addend)
+                                   ? gemm::fragment_scale<S::kHalf>(scale_bytes, w)
                                    : gemm::kE2m1Unscale<S::kHalf>;
             for (u32 q = 0; q < 4; ++q)
               b[s32 * 4 + w][q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(raw[q], factor) : mul_f16x2(raw[q], factor);
