@@ -1,5 +1,5 @@
-// Host twins of lop3, prmt, broadcast_half and the warp primitives (shfl, match, ballot), checked against the
-// PTX ISA's definitions.
+// Host twins of lop3, prmt, broadcast_half and the warp primitives (shfl, match, ballot),
+// checked against the PTX ISA's definitions.
 
 #include <doctest/doctest.h>
 

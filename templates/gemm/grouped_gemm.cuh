@@ -576,14 +576,14 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         const u32x4 words = ld_shared_v4(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16);
         const u32 word[4] = {words.x, words.y, words.z, words.w};
         if constexpr (S::kMxfp4) {
-          gemm::FragmentScaleStrip scale_bytes{};
+          gemm::FragmentScaleStrip scale_operands{};
           if constexpr (kFragmentScales)
-            scale_bytes = gemm::fragment_scale_strip<S::kHalf>(ld_shared_u32(s_row_ptr + strip * 32 + 4 * g), scale_addend);
+            scale_operands = gemm::fragment_scale_strip<S::kHalf>(ld_shared_u32(s_row_ptr + strip * 32 + 4 * g), scale_addend);
           for (u32 w = 0; w < 4; ++w) {
             u32 raw[4];
             gemm::e2m1_registers<S::kHalf>(word[w], raw);
             const u32 factor = kFragmentScales
-                                   ? gemm::fragment_scale<S::kHalf>(scale_bytes, w)
+                                   ? gemm::fragment_scale<S::kHalf>(scale_operands, w)
                                    : gemm::kE2m1Unscale<S::kHalf>;
             for (u32 q = 0; q < 4; ++q)
               b[s32 * 4 + w][q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(raw[q], factor) : mul_f16x2(raw[q], factor);
