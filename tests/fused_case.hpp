@@ -219,7 +219,7 @@ inline FusedResult run_fused_case(dispatch::OpContext& ops, TestMemory& memory, 
   }
 
   dispatch::FusedMoeRequest r;
-  const PackedOrder packed_for = fp4 ? PackedOrder::a4 : fp8 ? PackedOrder::a8 : PackedOrder::a16;
+  const PackedOrder packed_for = fp4 ? PackedOrder::a4 : fp8 ? PackedOrder::a8 : quant::packed_order_for(c.act, c.weight);
   r.w13 = pack(launcher, memory, w13, quant::RowOrder::concatenated, packed_for);
   r.w2 = pack(launcher, memory, w2, quant::RowOrder::plain, packed_for);
   r.act = c.act;

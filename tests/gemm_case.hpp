@@ -209,7 +209,7 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   quant::PackOptions pack_options;
   pack_options.rows = act_and_mul ? quant::RowOrder::concatenated : quant::RowOrder::plain;
   pack_options.bias = bias;
-  pack_options.order = quant::packed_order_for(c.act);
+  pack_options.order = quant::packed_order_for(c.act, c.weight);
   auto packed = quant::pack(*q, pack_options);
   REQUIRE_MESSAGE(packed.ok(), packed.status().message());
 

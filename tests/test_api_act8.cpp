@@ -132,7 +132,7 @@ TEST_CASE("C ABI: E4M3 mix-ups are errors that name the argument") {
     CAPTURE(message);
     for (const char* word : words) CHECK(message.find(word) != std::string::npos);
   };
-  fails(args(*p16, MOEJIT_DTYPE_E4M3), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = e4m3", "packed for 16-bit"});
+  fails(args(*p16, MOEJIT_DTYPE_E4M3), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = e4m3", "packed for bf16"});
   fails(args(*p8, MOEJIT_DTYPE_BF16), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = bf16", "packed for e4m3"});
   moejit_grouped_gemm_args_t g = args(*p8, MOEJIT_DTYPE_E4M3);
   g.act_scale = MOEJIT_ACT_SCALE_NONE;

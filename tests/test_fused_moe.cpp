@@ -94,6 +94,35 @@ TEST_CASE("W4A8 fused MoE on the host backend: formats, scale granularities, hid
   }
 }
 
+TEST_CASE("16-bit fused MoE requests take MXFP4 weights packed for their own type, INT4 ones for either") {
+  static const unsigned char dummy[256] = {};
+  auto request = [&](WeightFormat format, PackedOrder order, DType act) {
+    const u32 group = format == WeightFormat::mxfp4 ? 32 : 128;
+    const DType scale = format == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16;
+    dispatch::FusedMoeRequest r;
+    r.w13 = {format, group, scale, 8, 2 * 256, 256, true, dummy, dummy, nullptr, nullptr, order};
+    r.w2 = {format, group, scale, 8, 256, 256, false, dummy, dummy, nullptr, nullptr, order};
+    r.tokens = 3;
+    r.topk = 2;
+    r.act = act;
+    return r;
+  };
+  auto shape_error = [](const dispatch::FusedMoeRequest& r) {
+    auto w = dispatch::fused_moe_workspace(r, Arch::sm_90a, 132);
+    return w.ok() ? std::string() : w.status().message();
+  };
+  CHECK(shape_error(request(WeightFormat::mxfp4, PackedOrder::a16, DType::bf16)).empty());
+  CHECK(shape_error(request(WeightFormat::mxfp4, PackedOrder::a16f16, DType::f16)).empty());
+  CHECK(shape_error(request(WeightFormat::int4_sym, PackedOrder::a16, DType::bf16)).empty());
+  CHECK(shape_error(request(WeightFormat::int4_sym, PackedOrder::a16, DType::f16)).empty());
+  CHECK(contains(shape_error(request(WeightFormat::mxfp4, PackedOrder::a16, DType::f16)),
+                 "argument 'act_dtype' = f16: the mxfp4 weights were packed for bf16 activations; expected weights "
+                 "packed with act_dtype f16"));
+  CHECK(contains(shape_error(request(WeightFormat::mxfp4, PackedOrder::a16f16, DType::bf16)),
+                 "argument 'act_dtype' = bf16: the mxfp4 weights were packed for f16 activations; expected weights "
+                 "packed with act_dtype bf16"));
+}
+
 TEST_CASE("W4A8 fused MoE requests are checked: weights' packing, scale granularity, hidden scales") {
   static const unsigned char dummy[256] = {};
   auto request = [&](PackedOrder order) {
@@ -113,7 +142,7 @@ TEST_CASE("W4A8 fused MoE requests are checked: weights' packing, scale granular
   CHECK(shape_error(request(PackedOrder::a16)).empty());
   auto r = request(PackedOrder::a16);
   r.act = DType::e4m3;
-  CHECK(contains(shape_error(r), "argument 'act_dtype' = e4m3: the weights were packed for 16-bit activations"));
+  CHECK(contains(shape_error(r), "argument 'act_dtype' = e4m3: the weights were packed for bf16 activations"));
   r = request(PackedOrder::a8);
   r.act_scale = ActScale::none;
   CHECK(contains(shape_error(r), "argument 'act_scale' = none: the weights were packed for e4m3 activations; "
@@ -126,7 +155,7 @@ TEST_CASE("W4A8 fused MoE requests are checked: weights' packing, scale granular
   CHECK(contains(shape_error(r), "argument 'act_scale' = token: the weights were packed for 16-bit activations"));
   r = request(PackedOrder::a8);
   r.w2.order = PackedOrder::a16;
-  CHECK(contains(shape_error(r), "argument 'w2': packed for 16-bit activations, but w13 for e4m3"));
+  CHECK(contains(shape_error(r), "argument 'w2': packed for bf16 activations, but w13 for e4m3"));
   // The workspace grows by the quantized rows and their scales, more when the layer quantizes
   // the hidden states itself.
   auto a8 = request(PackedOrder::a8), a16 = request(PackedOrder::a16), prequantized = request(PackedOrder::a8);
@@ -299,26 +328,42 @@ TEST_CASE("under expert parallelism the tile rows follow the pairs routed to thi
   }
 }
 
-TEST_CASE("the planner counts what f16 activations cost MXFP4: it splits where bf16 need not") {
-  // DeepSeek-V3's down projection at 4 tokens on an H200: the f16 path issues about a third more
-  // instructions per weight byte (the shared packing), so more CTAs must share the K loop.
+TEST_CASE("the planner counts what f16 activations cost MXFP4 and plans them apart from bf16") {
+  // The f16 path (packed for f16) issues about 5% more instructions per weight byte than bf16,
+  // which changes some plans of the bench's models on an H200 and a B200 at decode T; the planner
+  // remembers its answers and must not hand f16 the bf16 one.
   static const unsigned char dummy[16] = {};
-  auto request = [&](DType act) {
+  struct Shape {
+    std::uint32_t hidden, intermediate, experts, topk;
+  };
+  const Shape shapes[] = {{7168, 2048, 256, 8}, {2880, 2880, 128, 4}, {2048, 768, 128, 8}, {2048, 512, 256, 8}};
+  auto request = [&](const Shape& m, DType act, std::int32_t tokens) {
+    const PackedOrder order = quant::packed_order_for(act, WeightFormat::mxfp4);
     dispatch::FusedMoeRequest r;
-    r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, 256, 2 * 2048, 7168, true, dummy, dummy, nullptr, nullptr};
-    r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, 256, 7168, 2048, false, dummy, dummy, nullptr, nullptr};
+    r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, m.experts, 2 * m.intermediate, m.hidden, true, dummy, dummy,
+             nullptr, nullptr, order};
+    r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, m.experts, m.hidden, m.intermediate, false, dummy, dummy,
+            nullptr, nullptr, order};
     r.act = act;
-    r.tokens = 4;
-    r.topk = 8;
-    r.global_experts = 256;
+    r.tokens = tokens;
+    r.topk = m.topk;
+    r.global_experts = m.experts;
     return r;
   };
-  // bf16 first: the planner remembers its answers, and must not hand f16 the bf16 one.
-  auto bf16 = dispatch::fused_moe_specs(request(DType::bf16), Arch::sm_90a, Backend::device, 132);
-  auto f16 = dispatch::fused_moe_specs(request(DType::f16), Arch::sm_90a, Backend::device, 132);
-  REQUIRE_MESSAGE(bf16.ok(), bf16.status().message());
-  REQUIRE_MESSAGE(f16.ok(), f16.status().message());
-  CHECK(bf16->down.split_k == 1);
-  CHECK(f16->down.split_k > 1);
-  CHECK(f16->down.act == DType::f16);
+  int differ = 0;
+  for (auto [arch, sms] : {std::pair{Arch::sm_90a, 132u}, std::pair{Arch::sm_100a, 148u}})
+    for (const Shape& m : shapes)
+      for (std::int32_t tokens = 1; tokens <= 64; ++tokens) {
+        // bf16 first, so that a memory keyed without the activation type would answer f16 with it.
+        auto bf16 = dispatch::fused_moe_specs(request(m, DType::bf16, tokens), arch, Backend::device, sms);
+        auto f16 = dispatch::fused_moe_specs(request(m, DType::f16, tokens), arch, Backend::device, sms);
+        REQUIRE_MESSAGE(bf16.ok(), bf16.status().message());
+        REQUIRE_MESSAGE(f16.ok(), f16.status().message());
+        CHECK(f16->down.act == DType::f16);
+        CHECK(f16->up.act == DType::f16);
+        differ += bf16->down.split_k != f16->down.split_k || bf16->up.split_k != f16->up.split_k ||
+                  bf16->down.bn != f16->down.bn || bf16->up.bn != f16->up.bn;
+      }
+  MESSAGE("plans that differ between bf16 and f16: " << differ << " of " << 2 * 4 * 64);
+  CHECK(differ > 0);
 }

@@ -36,6 +36,10 @@ constexpr u32 kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 // E2M1: the word bits of element e's M, E0, E1 and sign (templates/README.md).
 constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 18}, {25, 26, 27, 2},
                                  {12, 13, 14, 21}, {28, 29, 30, 5},  {3, 4, 0, 1},    {19, 20, 16, 17}};
+// The same for f16 activations (the a16f16 order).
+constexpr u32 kE2m1F16Bits[8][4] = {{9, 10, 11, 15},  {25, 26, 27, 31}, {12, 13, 14, 18}, {28, 29, 30, 2},
+                                    {6, 7, 1, 5},     {22, 23, 17, 21}, {0, 3, 4, 8},     {16, 19, 20, 24}};
+const u32 (&e2m1_bits(gemm::Half h))[8][4] { return h == gemm::Half::bf16 ? kE2m1Bits : kE2m1F16Bits; }
 
 u32 spread(u32 byte) { return byte | byte << 16; }
 
@@ -56,7 +60,12 @@ u32 scale_operand(u32 s, gemm::ExpertScaleRange range, u32 addend) {
 
 TEST_CASE("the E2M1 bit table of the contract is the one the packer and kernel use") {
   for (u32 e = 0; e < 8; ++e)
-    for (u32 b = 0; b < 4; ++b) CHECK(e2m1_word_bit(e, b) == kE2m1Bits[e][b]);
+    for (u32 b = 0; b < 4; ++b) {
+      CHECK(e2m1_word_bit(e, b) == kE2m1Bits[e][b]);
+      CHECK(e2m1_f16_word_bit(e, b) == kE2m1F16Bits[e][b]);
+      CHECK(packed_word_bit(PackedOrder::a16, true, e, b) == kE2m1Bits[e][b]);
+      CHECK(packed_word_bit(PackedOrder::a16f16, true, e, b) == kE2m1F16Bits[e][b]);
+    }
   for (u32 e = 0; e < 8; ++e) CHECK(int4_nibble_of_element(e) == kInt4Nibble[e]);
 }
 
@@ -95,7 +104,7 @@ TEST_CASE("E2M1 words give their values times 2^-126 (bf16) or 2^-14 (f16), sign
       u32 word = 0;
       for (u32 e = 0; e < 8; ++e) {
         const u32 code = rng() % 16;
-        for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << kE2m1Bits[e][b];
+        for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << e2m1_bits(h)[e][b];
         code_at_k[fragment_k(lane, e)] = code;
       }
       u32 raw[4];
@@ -135,7 +144,7 @@ TEST_CASE("fragment scale operands give w * 2^(s-127) exactly for every byte of 
           for (u32 code = 0; code < 16; ++code) {
             // The raw register of this code in both halves, then the multiply.
             u32 word = 0;
-            for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << kE2m1Bits[0][b] | ((code >> b) & 1u) << kE2m1Bits[1][b];
+            for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << e2m1_bits(h)[0][b] | ((code >> b) & 1u) << e2m1_bits(h)[1][b];
             u32 raw[4];
             u32 operand, product;
             if (h == gemm::Half::bf16) {
@@ -161,7 +170,7 @@ TEST_CASE("the accumulator path's operand restores exact E2M1 values") {
   for (gemm::Half h : {gemm::Half::bf16, gemm::Half::f16})
     for (u32 code = 0; code < 16; ++code) {
       u32 word = 0;
-      for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << kE2m1Bits[0][b];
+      for (u32 b = 0; b < 4; ++b) word |= ((code >> b) & 1u) << e2m1_bits(h)[0][b];
       u32 raw[4];
       u32 value;
       if (h == gemm::Half::bf16) {

@@ -79,6 +79,9 @@ void check_same(const QuantizedWeights& a, const QuantizedWeights& b) {
 constexpr u32 kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 constexpr u32 kE2m1Bits[8][4] = {{6, 7, 8, 15},   {22, 23, 24, 31}, {9, 10, 11, 18}, {25, 26, 27, 2},
                                  {12, 13, 14, 21}, {28, 29, 30, 5},  {3, 4, 0, 1},    {19, 20, 16, 17}};
+// The f16-activation order (PackedOrder::a16f16, MXFP4 only): a16's k offsets, these bits.
+constexpr u32 kE2m1F16Bits[8][4] = {{9, 10, 11, 15},  {25, 26, 27, 31}, {12, 13, 14, 18}, {28, 29, 30, 2},
+                                    {6, 7, 1, 5},     {22, 23, 17, 21}, {0, 3, 4, 8},     {16, 19, 20, 24}};
 
 // The 8-bit-activation order (PackedOrder::a8): int4 element e is the nibble at bit
 // 8 (e % 4) + 4 (e / 4); E2M1 element e keeps M, E0, E1, sign at these bits of byte e % 4.
@@ -95,7 +98,8 @@ u32 code_in_word(WeightFormat f, PackedOrder order, u32 word, u32 e) {
     return code;
   }
   if (f != WeightFormat::mxfp4) return (word >> (4 * kInt4Nibble[e])) & 0xF;
-  for (u32 b = 0; b < 4; ++b) code |= ((word >> kE2m1Bits[e][b]) & 1u) << b;
+  const auto& bits = order == PackedOrder::a16f16 ? kE2m1F16Bits : kE2m1Bits;
+  for (u32 b = 0; b < 4; ++b) code |= ((word >> bits[e][b]) & 1u) << b;
   return code;
 }
 
@@ -109,9 +113,10 @@ u32 element_k(PackedOrder order, u32 lane, u32 el) {
   return 16 * (el / 4) + 8 * ((el / 2) % 2) + 2 * (lane % 4) + el % 2;
 }
 
-constexpr PackedOrder kOrders[] = {PackedOrder::a16, PackedOrder::a8, PackedOrder::a4};
-// a4 exists for MXFP4 weights only (e2m1 x e2m1 mma's), K a multiple of 64.
+constexpr PackedOrder kOrders[] = {PackedOrder::a16, PackedOrder::a8, PackedOrder::a4, PackedOrder::a16f16};
+// a4 exists for MXFP4 weights only (e2m1 x e2m1 mma's), K a multiple of 64; a16f16 for MXFP4 only.
 bool order_applies(WeightFormat f, PackedOrder order, u32 k) {
+  if (order == PackedOrder::a16f16) return f == WeightFormat::mxfp4;
   return order != PackedOrder::a4 || (f == WeightFormat::mxfp4 && k % 64 == 0);
 }
 
@@ -366,6 +371,8 @@ TEST_CASE("packers check their arguments first") {
   w = random_logical(rng, WeightFormat::int4_sym, 32, DType::f16, 2, 64, 64);
   check_error(pack(w, {.order = PackedOrder::a4}).status(), Code::invalid_argument,
               {"order a4", "int4_sym", "expected mxfp4"});
+  check_error(pack(w, {.order = PackedOrder::a16f16}).status(), Code::invalid_argument,
+              {"order a16f16", "int4_sym", "expected mxfp4", "use a16"});
   {
     QuantizedWeights odd = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, 2, 64, 96);
     check_error(pack(odd, {.order = PackedOrder::a4}).status(), Code::invalid_argument,

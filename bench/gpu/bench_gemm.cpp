@@ -135,7 +135,7 @@ KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   r.weights.n = c.n();
   r.weights.k = c.k();
   r.weights.act_and_mul = c.projection == Projection::gate_up;
-  r.weights.order = quant::packed_order_for(c.format->act);
+  r.weights.order = quant::packed_order_for(c.format->act, c.format->weight);
   r.act = c.format->act;
   r.act_scale = case_act_scale(*c.format);
   r.out = DType::bf16;

@@ -37,7 +37,7 @@ Result<HostExpert> make_host_expert(const GemmCase& c, std::mt19937_64& rng) {
   quant::PackOptions po;
   po.rows = c.projection == Projection::gate_up ? quant::RowOrder::concatenated : quant::RowOrder::plain;
   po.bias = bias;
-  po.order = is_w4a4(*c.format) ? PackedOrder::a4 : is_w4a8(*c.format) ? PackedOrder::a8 : PackedOrder::a16;
+  po.order = quant::packed_order_for(c.format->act, c.format->weight);
   MOEJIT_ASSIGN_OR_RETURN(auto packed, quant::pack(q, po));
   const std::uint32_t repeats = n / block, groups = k / c.format->group;
   const std::uint64_t sb = scale_bytes(c.format->scale);

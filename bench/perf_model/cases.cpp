@@ -42,7 +42,7 @@ Result<dispatch::FusedMoeSpecs> heuristic_specs(const dispatch::MoeLayerShape& m
                                                 std::uint32_t tokens, const DeviceProfile& device) {
   alignas(256) static const int placeholder[4] = {};
   dispatch::FusedMoeRequest r;
-  const PackedOrder order = quant::packed_order_for(format.act);
+  const PackedOrder order = quant::packed_order_for(format.act, format.weight);
   r.w13 = {format.weight, format.group, format.scale, model.experts, 2 * model.intermediate, model.hidden, true,
            placeholder, placeholder, nullptr, nullptr, order};
   r.w2 = {format.weight, format.group, format.scale, model.experts, model.hidden, model.intermediate, false,

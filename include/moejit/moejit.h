@@ -204,9 +204,10 @@ typedef struct moejit_weights_desc {
   const float* bias;            /* optional [E, N] f32 in source row order */
   int32_t source_on_device;     /* device backend: the source tensors are in device memory */
   /* Added in 0.2 (read only when struct_size covers it): the activations the weights will be
-     used with. BF16 (the default) and F16 share one packing; E4M3 packs the tiles for FP8
-     activations (mma with k = 32) and E2M1 for MXFP4 ones (MXFP4 weights only; mma with k = 64):
-     each packing serves its own activation type only. */
+     used with. BF16 is the default; MXFP4 weights have a packing for F16 of their own (the E2M1
+     bits where an f16 wants them), INT4 weights share one between BF16 and F16. E4M3 packs the
+     tiles for FP8 activations (mma with k = 32) and E2M1 for MXFP4 ones (MXFP4 weights only;
+     mma with k = 64): each packing serves its own activation type only. */
   moejit_dtype_t act_dtype;
 } moejit_weights_desc_t;
 
@@ -228,8 +229,10 @@ typedef struct moejit_packed_weights {
   float* bias;                  /* when the source had a bias, else NULL */
   uint64_t qweight_bytes, scales_bytes, zeros_bytes, bias_bytes;  /* sizes of the buffers above */
   /* Added in 0.2 (read only when struct_size covers it; else BF16): the activations the tiles
-     were packed for, set by moejit_pack_weights from the source's act_dtype: BF16 for 16-bit
-     activations (BF16 or F16), E4M3 for FP8 ones, E2M1 for MXFP4 ones. */
+     were packed for, set by moejit_pack_weights from the source's act_dtype: BF16 (INT4 weights:
+     BF16 or F16 activations), F16 (MXFP4 weights packed for F16 activations), E4M3 for FP8 ones,
+     E2M1 for MXFP4 ones. MXFP4 weights packed for BF16 are refused with F16 activations and
+     the other way round. */
   moejit_dtype_t act_dtype;
 } moejit_packed_weights_t;
 

@@ -30,9 +30,11 @@ class PackedWeights:
         self.scale_dtype = name_of(DTYPES, packed.scale_dtype)
         self.experts, self.n, self.k = packed.experts, packed.n, packed.k
         self.act_and_mul = packed.act_and_mul
-        # "bf16": packed for 16-bit activations (bf16 or f16); "e4m3": for FP8 ones (W4A8);
-        # "e2m1": for MXFP4 ones (W4A4, MXFP4 weights, sm_120a / sm_121a).
-        self.act_dtype = {DTYPES["e4m3"]: "e4m3", DTYPES["e2m1"]: "e2m1"}.get(packed.act_dtype, "bf16")
+        # "bf16": packed for bf16 activations (INT4 weights: bf16 or f16); "f16": MXFP4 weights
+        # packed for f16 ones; "e4m3": for FP8 ones (W4A8); "e2m1": for MXFP4 ones (W4A4, MXFP4
+        # weights, sm_120a / sm_121a).
+        self.act_dtype = {DTYPES["f16"]: "f16", DTYPES["e4m3"]: "e4m3", DTYPES["e2m1"]: "e2m1"}.get(
+            packed.act_dtype, "bf16")
 
     @property
     def context(self) -> Context:
@@ -115,12 +117,12 @@ def _expected_shapes(source: str, e: int, n: int, k: int, g: int) -> dict:
 
 
 def _packed_for(act_dtype: str) -> int:
-    """The C dtype of the activations weights are packed for: 16-bit ("bf16" or "f16"), "e4m3" or
-    "e2m1"."""
+    """The C dtype of the activations weights are packed for: "bf16", "f16", "e4m3" or "e2m1"
+    (the library picks the packing from it and the format: INT4 has one for both 16-bit types)."""
     if act_dtype not in ("bf16", "f16", "e4m3", "e2m1"):
         raise invalid(f"argument 'act_dtype' = {act_dtype!r}: expected 'bf16' or 'f16' (16-bit activations), 'e4m3' "
                       "or 'e2m1'")
-    return DTYPES[act_dtype] if act_dtype in ("e4m3", "e2m1") else DTYPES["bf16"]
+    return DTYPES[act_dtype]
 
 
 def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=None, *, format: Optional[str] = None,
@@ -140,8 +142,9 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     asymmetric when zeros are given (GPTQ symmetric checkpoints also store qzeros: pass
     format="int4_sym", and moejit checks every zero point is 8). rows: "plain", or for gate/up
     (N = 2I) weights "concatenated" (vLLM's w13) or "interleaved" (gpt-oss). bias: float32 [E, N]
-    in source row order. act_dtype: the activations the weights will meet, "bf16"/"f16" (one
-    packing), "e4m3" (W4A8: FP8 activations; sm_89 and newer) or "e2m1" (W4A4: MXFP4 weights with
+    in source row order. act_dtype: the activations the weights will meet, "bf16" or "f16" (MXFP4
+    weights have a packing for each; INT4 ones one for both), "e4m3" (W4A8: FP8 activations;
+    sm_89 and newer) or "e2m1" (W4A4: MXFP4 weights with
     MXFP4 activations; sm_120a / sm_121a). Sources may be host memory or,
     on the device backend, the context's GPU.
     allocator(nbytes) returns the uint8 buffers the packed weights live in (16-byte aligned, in

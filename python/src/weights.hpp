@@ -11,7 +11,7 @@ class Packed {
   // Describes packed buffers that already exist (what moejit_pack_weights wrote, perhaps in an
   // earlier process): the sizes are the arrays' byte sizes, checked against the shape by every
   // launch. Without buffers (None): a shape for workspace-size queries only.
-  // act_dtype: the activations the tiles were packed for (BF16 for 16-bit ones, E4M3).
+  // act_dtype: the activations the tiles were packed for (moejit_packed_weights_t::act_dtype).
   Packed(const Context& ctx, int format, uint32_t group_size, int scale_dtype, uint32_t experts, uint32_t n,
          uint32_t k, bool act_and_mul, int act_dtype, nb::object qweight, nb::object scales, nb::object zeros,
          nb::object bias);

@@ -129,6 +129,33 @@ def test_f16_activations_and_token_counts(host_ctx, rng, tokens):
     check_layer(out, expected, f"f16, T = {tokens}")
 
 
+def test_mxfp4_packed_for_f16_activations(host_ctx, rng):
+    """MXFP4 weights have a packing per 16-bit type (the E2M1 bits where each wants them); INT4
+    weights, tested above, one for both."""
+    fmt, export, group, _ = SOURCES["vllm_mxfp4"]
+    w13 = ref.random_quant_weights(rng, fmt, E, 2 * I, H, group, "bf16")
+    w2 = ref.random_quant_weights(rng, fmt, E, H, I, group, "bf16")
+    p13 = moejit.pack_weights(host_ctx, format=fmt, rows="concatenated", act_dtype="f16",
+                              **export(ref.reorder_rows(w13, "concatenated")))
+    p2 = moejit.pack_weights(host_ctx, format=fmt, act_dtype="f16", **export(w2))
+    assert p13.act_dtype == "f16" and p2.act_dtype == "f16"
+    tokens = 7
+    hidden = rng.standard_normal((tokens, H)).astype(np.float16)
+    ids, weights = ref.random_routing(rng, tokens, TOPK, E)
+    out = moejit.fused_moe(host_ctx, hidden, p13, p2, weights, ids)
+    assert out.dtype == np.float16
+    expected = ref.fused_moe_reference(hidden.astype(np.float64), w13, w2, ids, weights, "silu", act_dtype="f16")
+    check_layer(out, expected, "mxfp4 packed for f16")
+    with pytest.raises(moejit.InvalidArgumentError, match="packed for f16 activations"):
+        moejit.fused_moe(host_ctx, hidden.astype(ml_dtypes.bfloat16), p13, p2, weights, ids)
+    b13 = moejit.pack_weights(host_ctx, format=fmt, rows="concatenated", **export(ref.reorder_rows(w13, "concatenated")))
+    b2 = moejit.pack_weights(host_ctx, format=fmt, **export(w2))
+    assert b13.act_dtype == "bf16"
+    with pytest.raises(moejit.InvalidArgumentError, match="packed for bf16 activations; expected weights packed with "
+                                                          "act_dtype f16"):
+        moejit.fused_moe(host_ctx, hidden, b13, b2, weights, ids)
+
+
 def test_zero_tokens_writes_nothing(host_ctx, rng):
     _, _, p13, p2 = make_layer(rng, host_ctx, "vllm_mxfp4")
     out = moejit.fused_moe(host_ctx, bf16_hidden(rng, 0), p13, p2, np.zeros((0, TOPK), np.float32),

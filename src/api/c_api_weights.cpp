@@ -19,17 +19,17 @@ static_assert(same_value(dispatch::WeightSource::plain_codes, MOEJIT_SOURCE_PLAI
 
 Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
   MOEJIT_TRY(api::check_struct(d, d ? d->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_weights_desc_t, act_dtype), "desc"));
+  if (d->format < MOEJIT_WEIGHT_MXFP4 || d->format > MOEJIT_WEIGHT_INT4_ASYM)
+    return error(Code::invalid_argument, "argument 'desc->format' = {}: expected a moejit_weight_format_t (1..3)",
+                 static_cast<int>(d->format));
   PackedOrder order = PackedOrder::a16;
   if (MOEJIT_STRUCT_HAS(d, act_dtype)) {
     MOEJIT_ASSIGN_OR_RETURN(DType act, api::dtype_of(d->act_dtype, "desc->act_dtype"));
     if (act != DType::bf16 && act != DType::f16 && act != DType::e4m3 && act != DType::e2m1)
       return error(Code::invalid_argument, "argument 'desc->act_dtype' = {}: expected BF16, F16, E4M3 or E2M1 (the "
                    "activations the weights will be used with)", to_string(act));
-    order = quant::packed_order_for(act);
+    order = quant::packed_order_for(act, static_cast<WeightFormat>(d->format));
   }
-  if (d->format < MOEJIT_WEIGHT_MXFP4 || d->format > MOEJIT_WEIGHT_INT4_ASYM)
-    return error(Code::invalid_argument, "argument 'desc->format' = {}: expected a moejit_weight_format_t (1..3)",
-                 static_cast<int>(d->format));
   if (d->source < MOEJIT_SOURCE_PLAIN_CODES || d->source > MOEJIT_SOURCE_COMPRESSED_TENSORS)
     return error(Code::invalid_argument, "argument 'desc->source' = {}: expected a moejit_weight_source_t (1..6)",
                  static_cast<int>(d->source));
@@ -97,7 +97,7 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
     if (w.order != PackedOrder::a16 && !MOEJIT_STRUCT_HAS(packed, act_dtype))
       return error(Code::invalid_argument, "argument 'packed': struct_size = {} has no act_dtype field to record {} "
                    "packing; expected a moejit_packed_weights_t initialized with moejit_packed_weights_init",
-                   packed->struct_size, to_string(quant::quantized_act_of(w.order)));
+                   packed->struct_size, to_string(quant::packed_act_of(w.order)));
     MOEJIT_ASSIGN_OR_RETURN(dispatch::PackedSizes need, dispatch::packed_sizes(w));
     const std::uint64_t need_of[4] = {need.qweight, need.scales, need.zeros, need.bias};
     const std::uint64_t have[4] = {packed->qweight_bytes, packed->scales_bytes, packed->zeros_bytes, packed->bias_bytes};
@@ -116,8 +116,7 @@ moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weigh
     packed->k = source->k;
     packed->act_and_mul = source->rows != MOEJIT_ROWS_PLAIN;
     if (MOEJIT_STRUCT_HAS(packed, act_dtype))
-      packed->act_dtype = w.order == PackedOrder::a16 ? MOEJIT_DTYPE_BF16
-                                                      : static_cast<moejit_dtype_t>(quant::quantized_act_of(w.order));
+      packed->act_dtype = static_cast<moejit_dtype_t>(quant::packed_act_of(w.order));
     // The buffers now hold exactly the packed sizes.
     packed->qweight_bytes = need.qweight;
     packed->scales_bytes = need.scales;

@@ -209,8 +209,9 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   std::mt19937 rng(std::random_device{}());
   const std::uint32_t H = shape.hidden, I = shape.intermediate;
   DemoWeights w13 = random_weights(rng, w, experts, 2 * I, H), w2 = random_weights(rng, w, experts, H, I);
-  MOEJIT_ASSIGN_OR_RETURN(auto p13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, PackedOrder::a16));
-  MOEJIT_ASSIGN_OR_RETURN(auto p2, pack(*run_on, memory, w2, quant::RowOrder::plain, PackedOrder::a16));
+  const PackedOrder order16 = quant::packed_order_for(hidden_dtype, w.format);  // the 16-bit run's weights
+  MOEJIT_ASSIGN_OR_RETURN(auto p13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, order16));
+  MOEJIT_ASSIGN_OR_RETURN(auto p2, pack(*run_on, memory, w2, quant::RowOrder::plain, order16));
 
   // Tokens and routing.
   const std::int32_t T = a.tokens;
@@ -281,7 +282,7 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   LayerRun w4a8;  // W4A8 or W4A4: the run with quantized activations
   if (quantized) {
     dispatch::FusedMoeRequest q = r;
-    const PackedOrder packed_order = quant::packed_order_for(act);
+    const PackedOrder packed_order = quant::packed_order_for(act, w.format);
     MOEJIT_ASSIGN_OR_RETURN(q.w13, pack(*run_on, memory, w13, quant::RowOrder::concatenated, packed_order));
     MOEJIT_ASSIGN_OR_RETURN(q.w2, pack(*run_on, memory, w2, quant::RowOrder::plain, packed_order));
     q.act_scale = act_scale;

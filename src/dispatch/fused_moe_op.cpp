@@ -142,10 +142,7 @@ Status check_shapes(const FusedMoeRequest& r) {
   if (global_experts(r) < r.w13.experts)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
-  auto packed_for = [](PackedOrder order) -> std::string_view {
-    const DType act = quant::quantized_act_of(order);
-    return act == DType::none ? "16-bit" : to_string(act);
-  };
+  auto packed_for = [&](PackedOrder order) -> std::string_view { return quant::packed_for_name(order, r.w13.format); };
   if (r.w2.order != r.w13.order)
     return error(Code::invalid_argument,
                  "argument 'w2': packed for {} activations, but w13 for {}; expected both packed with the same act_dtype",
@@ -157,6 +154,13 @@ Status check_shapes(const FusedMoeRequest& r) {
                  "argument 'act_dtype' = {}: the weights were packed for {} activations; expected weights packed with "
                  "act_dtype {} for such hidden states",
                  to_string(r.act), packed_for(r.w13.order), to_string(r.act));
+  // 16-bit hidden states with 16-bit weights: MXFP4 tiles are packed for bf16 or for f16.
+  if (!is_quantized(r) && r.w13.order != quant::packed_order_for(r.act, r.w13.format))
+    return error(Code::invalid_argument,
+                 "argument 'act_dtype' = {}: the {} weights were packed for {} activations; expected weights packed "
+                 "with act_dtype {}",
+                 to_string(r.act), to_string(r.w13.format), packed_for(r.w13.order),
+                 to_string(quant::packed_act_of(quant::packed_order_for(r.act, r.w13.format))));
   if (is_quantized(r)) {
     if (!act_scale_fits(quantized_act(r), r.act_scale))
       return error(Code::invalid_argument,

@@ -43,8 +43,8 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
   FusedMoeRequest r;
   // Layers with quantized activations (W4A8, W4A4) are enumerated with bf16 hidden states: their
   // GEMMs are the same for every hidden dtype, and the f16 input's quantization is added below.
-  const PackedOrder order = quant::packed_order_for(m.act);
-  const bool quantized = order != PackedOrder::a16;
+  const PackedOrder order = quant::packed_order_for(m.act, m.format);
+  const bool quantized = quant::quantized_act_of(order) != DType::none;
   if (m.act == DType::e2m1 && !has_block_scale_mma(arch))
     return error(Code::unsupported,
                  "model field 'act' = e2m1 for {}: MXFP4 activations need the block-scaled mma of sm_120a or sm_121a; "

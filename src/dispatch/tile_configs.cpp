@@ -95,9 +95,11 @@ std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arc
 // HBM bytes (weights and scales) per main-loop warp-instruction of a 16-row tile. bf16 MXFP4, as
 // bench/perf_model measured the sm_90a SASS of commit 3577ca3 (rounded down): 5.5 with 32
 // columns per warp and 6.2 with 64 (INT4 g128 alike). The paths that differ by more than a few
-// percent, measured at e18fcaf and 7cd9327: f16 activations cost MXFP4 two operations per
-// register (0.74: the shared packing puts its bits where bf16 wants them) and save INT4 some
-// (1.15); W4A8 MXFP4 through f16 mma's (sm_90a, sm_100a) converts its activations too (0.95);
+// percent, measured at e18fcaf and 7cd9327: f16 activations save INT4 some (1.15); W4A8 MXFP4
+// through f16 mma's (sm_90a, sm_100a) converts its activations (0.95); MXFP4 with f16
+// activations, packed for f16 since the a16f16 order, costs one operation per word more than
+// bf16 (0.95 of its counted bytes per instruction on sm_90a and sm_100a; 0.74 before, when it
+// shared bf16's packing and moved the bits per register);
 // sm_120a's block-scaled mma's take the E8M0 bytes themselves (absolute, per k tile).
 // Keeping the bf16 base as it was matters: raised to what the SASS of 128/256-k tiles shows now
 // (6.3-6.5) it makes 128-column tiles look as good as 256-column ones, whose two or three CTAs
@@ -114,7 +116,7 @@ double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork&
   } else {
     const double bf16_mxfp4 = wide ? 6.2 : 5.5;
     double path = 1.0;
-    if (mxfp4) path = w.act == DType::f16 ? 0.74 : w.act == DType::e4m3 ? 0.95 : 1.0;
+    if (mxfp4) path = w.act == DType::f16 || w.act == DType::e4m3 ? 0.95 : 1.0;
     else if (w.weight == WeightFormat::int4_sym && w.act == DType::f16) path = 1.15;
     decode = bf16_mxfp4 * path;
   }

@@ -36,10 +36,16 @@ Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder ord
   if (rows != RowOrder::plain && rows != RowOrder::concatenated && rows != RowOrder::interleaved)
     return error(Code::invalid_argument, "rows = {}: expected plain, concatenated or interleaved",
                  static_cast<int>(rows));
-  if (order != PackedOrder::a16 && order != PackedOrder::a8 && order != PackedOrder::a4)
+  if (order != PackedOrder::a16 && order != PackedOrder::a8 && order != PackedOrder::a4 && order != PackedOrder::a16f16)
     return error(Code::invalid_argument,
-                 "order = {}: expected a16 (bf16/f16 activations), a8 (e4m3 activations) or a4 (e2m1 activations)",
+                 "order = {}: expected a16 (16-bit activations), a16f16 (f16 activations, mxfp4), a8 (e4m3 "
+                 "activations) or a4 (e2m1 activations)",
                  static_cast<u32>(order));
+  if (order == PackedOrder::a16f16 && shape.format != WeightFormat::mxfp4)
+    return error(Code::invalid_argument,
+                 "order a16f16 (f16 activations) with {} weights: expected mxfp4 (int4 weights use a16 for bf16 "
+                 "and f16 activations alike)",
+                 to_string(shape.format));
   if (order == PackedOrder::a4 && shape.format != WeightFormat::mxfp4)
     return error(Code::invalid_argument,
                  "order a4 (e2m1 activations) with {} weights: expected mxfp4 (the mma takes e2m1 x e2m1)",

@@ -37,8 +37,9 @@ struct PackedWeights {
   DType scale_dtype = DType::none;
   u32 experts = 0, n = 0, k = 0;
   bool act_and_mul = false;  // columns are in act-and-mul order (the source was not `plain`)
-  // The fragment order of the tile words: a16 for bf16/f16 activations, a8 for e4m3 ones, a4 for
-  // e2m1 ones (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it.
+  // The fragment order of the tile words (packed_order_for): a16 for bf16 activations (and f16 ones
+  // with INT4), a16f16 for f16 ones with MXFP4, a8 for e4m3, a4 for e2m1
+  // (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it.
   PackedOrder order = PackedOrder::a16;
 
   // packed_weight_bytes(E, N, K) bytes of 32x32 tiles.
@@ -59,17 +60,33 @@ struct PackedWeights {
 struct PackOptions {
   RowOrder rows = RowOrder::plain;
   std::span<const float> bias;  // optional [E][N] f32 in the source row order
-  // The activations' width: a16 (bf16, f16), a8 (e4m3) or a4 (e2m1; MXFP4 weights only).
+  // The activations the tiles are for (packed_order_for): a16, a16f16 (MXFP4 only), a8 or a4 (MXFP4
+  // only).
   PackedOrder order = PackedOrder::a16;
 };
 
-// The order of weights used with `act` activations, and the quantized activation dtype an order
-// was packed for (none for a16: bf16 or f16).
-constexpr PackedOrder packed_order_for(DType act) {
-  return act == DType::e2m1 ? PackedOrder::a4 : act == DType::e4m3 ? PackedOrder::a8 : PackedOrder::a16;
+// The order of `format` weights used with `act` activations: MXFP4 has one per activation type,
+// INT4 one for both 16-bit types (a16) and one for e4m3.
+constexpr PackedOrder packed_order_for(DType act, WeightFormat format) {
+  if (act == DType::e2m1) return PackedOrder::a4;
+  if (act == DType::e4m3) return PackedOrder::a8;
+  return act == DType::f16 && format == WeightFormat::mxfp4 ? PackedOrder::a16f16 : PackedOrder::a16;
 }
+// The quantized activation dtype an order was packed for (none for a16 and a16f16: 16-bit).
 constexpr DType quantized_act_of(PackedOrder order) {
   return order == PackedOrder::a4 ? DType::e2m1 : order == PackedOrder::a8 ? DType::e4m3 : DType::none;
+}
+// The activation dtype an order is recorded as (moejit_packed_weights_t::act_dtype): bf16 for a16,
+// which INT4 weights also use with f16 activations.
+constexpr DType packed_act_of(PackedOrder order) {
+  return order == PackedOrder::a16f16 ? DType::f16 : order == PackedOrder::a16 ? DType::bf16 : quantized_act_of(order);
+}
+// What a message calls the activations `format` weights in `order` were packed for.
+constexpr const char* packed_for_name(PackedOrder order, WeightFormat format) {
+  if (order == PackedOrder::a4) return "e2m1";
+  if (order == PackedOrder::a8) return "e4m3";
+  if (order == PackedOrder::a16f16) return "f16";
+  return format == WeightFormat::mxfp4 ? "bf16" : "16-bit";
 }
 
 // Packs logical weights (rows in `options.rows` order). Checks first: the format, N % 32,

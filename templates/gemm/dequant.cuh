@@ -15,27 +15,31 @@ namespace moejit::gemm {
 enum class Half : u32 { bf16, f16 };
 
 // ---- E2M1 (MXFP4 elements) ----------------------------------------------------------------
-// The bits of each element are placed where a 16-bit float wants them (e2m1_word_bit): E1 E0
-// land in the two lowest exponent bits and M in the highest mantissa bit, so the register holds
-// the E2M1 value times 2^-126 as a bf16 (times 2^-14 as an f16), subnormal codes (0, +-0.5)
-// included. One multiply by a scale operand (below) restores the value with its block scale.
+// The bits of each element are placed where a 16-bit float wants them (e2m1_word_bit for bf16,
+// e2m1_f16_word_bit for f16: the a16f16 order): E1 E0 land in the two lowest exponent bits and
+// M in the highest mantissa bit, so the register holds the E2M1 value times 2^-126 as a bf16
+// (times 2^-14 as an f16), subnormal codes (0, +-0.5) included. One multiply by a scale operand
+// (below) restores the value with its block scale.
 
 // Power of two the raw E2M1 registers are scaled by (value = register * 2^-kE2m1Exponent).
 template <Half kHalf>
 inline constexpr int kE2m1Exponent = kHalf == Half::bf16 ? 126 : 14;
 
+// The three shifted copies (bf16) and the two (f16) a multiply makes do not overlap, so each
+// sum is their OR.
 template <Half kHalf>
 MOEJIT_DEVICE void e2m1_registers(u32 word, u32 (&out)[4]) {
   using namespace moejit::prim;
-  out[0] = word & kE2m1RegisterMask;
-  out[1] = rotr(word, kE2m1Rotation[1]) & kE2m1RegisterMask;
-  out[2] = rotr(word, kE2m1Rotation[2]) & kE2m1RegisterMask;
-  // The bits left over are scattered by one multiply: the three shifted copies do not overlap,
-  // so the sum is their OR.
-  out[3] = ((word & kE2m1GatherMask) * kE2m1GatherMultiplier) & kE2m1RegisterMask;
-  if constexpr (kHalf == Half::f16) {
-    // bf16 fields (E1 E0 M at bits 8..6) to f16 fields (bits 11..9): the magnitude bits times 8.
-    for (u32 q = 0; q < 4; ++q) out[q] += 7u * (out[q] & 0x01c001c0u);
+  if constexpr (kHalf == Half::bf16) {
+    out[0] = word & kE2m1RegisterMask;
+    out[1] = rotr(word, kE2m1Rotation[1]) & kE2m1RegisterMask;
+    out[2] = rotr(word, kE2m1Rotation[2]) & kE2m1RegisterMask;
+    out[3] = ((word & kE2m1GatherMask) * kE2m1GatherMultiplier) & kE2m1RegisterMask;
+  } else {
+    out[0] = word & kE2m1F16RegisterMask;
+    out[1] = rotr(word, kE2m1F16Rotation) & kE2m1F16RegisterMask;
+    for (u32 g = 0; g < 2; ++g)
+      out[2 + g] = ((word & kE2m1F16GatherMask[g]) * kE2m1F16GatherMultiplier[g]) & kE2m1F16RegisterMask;
   }
 }
 

@@ -65,6 +65,28 @@ constexpr u32 e2m1_word_bit(u32 e, u32 b) {
   return kE2m1GatherBit[b] + 16 * h;
 }
 
+// ---- E2M1 for f16 activations (order a16f16, MXFP4 weights) --------------------------------
+// Same tiles, k offsets, scales and bias as a16; only the bits move, so that each f16x2 register
+// has sign at bits 15/31 and E1 E0 M at bits 11..9 / 27..25 (an f16 holding the value times
+// 2^-14). An f16's sign lies 4 bits above its magnitude, not 7 as in a bf16, so a third rotation
+// of the bf16 placement would collide; registers 2 and 3 are gathered by multiplies instead:
+// register 0 is a mask, register 1 a rotation and a mask, registers 2 and 3 a mask, an integer
+// multiply that copies the bits to two shifted places that do not overlap, and a mask.
+constexpr u32 e2m1_f16_register_bit(u32 b, u32 h) { return (b == 0 ? 9u : b == 1 ? 10u : b == 2 ? 11u : 15u) + 16 * h; }
+inline constexpr u32 kE2m1F16Rotation = 3;                       // register 1
+inline constexpr u32 kE2m1F16RegisterMask = 0x8e008e00u;         // sign, E1, E0, M of both halves
+inline constexpr u32 kE2m1F16GatherMask[2] = {0x00e200e2u, 0x01190119u};  // registers 2, 3
+inline constexpr u32 kE2m1F16GatherMultiplier[2] = {(1u << 3) | (1u << 10), (1u << 7) | (1u << 9)};
+// Word bits of M, E0, E1, sign of the low-half element of registers 2 and 3 (+16: high half).
+inline constexpr u32 kE2m1F16GatherBit[2][4] = {{6, 7, 1, 5}, {0, 3, 4, 8}};
+
+constexpr u32 e2m1_f16_word_bit(u32 e, u32 b) {
+  const u32 q = e / 2, h = e % 2;
+  if (q == 0) return e2m1_f16_register_bit(b, h);
+  if (q == 1) return (e2m1_f16_register_bit(b, h) + kE2m1F16Rotation) % 32;
+  return kE2m1F16GatherBit[q - 2][b] + 16 * h;
+}
+
 // ---- The 8-bit-activation order (weights used with e4m3 activations) -----------------------
 // Same tiles, tile order, columns, scales and zero points as above; only which 8 k a lane's word
 // holds, and where each element's bits sit, differ. mma.m16n8k32 (e4m3) gives lane L of the B
@@ -80,9 +102,11 @@ constexpr u32 e2m1_word_bit(u32 e, u32 b) {
 //    elements 4..7 use the bits left in byte e - 4: M, E0, sign, E1 at bits 0, 1, 5, 6, moved
 //    into place by a shift left and a shift right of two.
 enum class PackedOrder : u32 {
-  a16 = 0,  // for bf16 / f16 activations: mma.m16n8k16's fragments (above)
-  a8 = 1,   // for e4m3 activations: mma.m16n8k32's fragments
-  a4 = 2,   // for e2m1 activations (MXFP4 weights only): mma.m16n8k64's fragments (below)
+  a16 = 0,     // for 16-bit activations: mma.m16n8k16's fragments (above); MXFP4 bits for bf16
+  a8 = 1,      // for e4m3 activations: mma.m16n8k32's fragments
+  a4 = 2,      // for e2m1 activations (MXFP4 weights only): mma.m16n8k64's fragments (below)
+  a16f16 = 3,  // for f16 activations (MXFP4 weights only; INT4 serves both 16-bit types as a16):
+               // a16's fragments, E2M1 bits placed for f16 (e2m1_f16_word_bit)
 };
 
 constexpr u32 packed8_k_of_element(u32 lane, u32 e) { return 16 * (e / 4) + 4 * (lane % 4) + e % 4; }
@@ -131,7 +155,8 @@ constexpr u32 packed_k_of(PackedOrder order, u32 lane, u32 e) {
 constexpr u32 packed_word_bit(PackedOrder order, bool mxfp4, u32 e, u32 b) {
   if (order == PackedOrder::a4) return 4 * e + b;
   if (order == PackedOrder::a8) return a8_word_bit(mxfp4, e, b);
-  return mxfp4 ? e2m1_word_bit(e, b) : 4 * int4_nibble_of_element(e) + b;
+  if (mxfp4) return order == PackedOrder::a16f16 ? e2m1_f16_word_bit(e, b) : e2m1_word_bit(e, b);
+  return 4 * int4_nibble_of_element(e) + b;
 }
 
 constexpr u64 packed_weight_bytes(u64 experts, u64 n, u64 k) { return experts * n * k / 2; }
