@@ -91,41 +91,33 @@ MOEJIT_DEVICE bool fragment_scales_exact(ExpertScaleRange r) {
 // 2^(s - s_max + 1)) a normal f16, as for raw f16 registers.
 // A strip's scale word holds the bytes of its four n8 tiles (byte w: word w's column). Per strip,
 // fragment_scale_strip prepares the word once; per word, fragment_scale makes the operand of
-// byte w in both halves (both halves of a B register are the same column):
-//  - bf16 (field at bits 7..14): bytes 0 and 2 are spread into the two halves of one word,
-//    bytes 1 and 3 into another, and one integer multiply-add per word moves them into the
-//    exponent fields and adds the expert's constant (each half's total lies in 1..254, so no
-//    half borrows from or carries into the other). Operand w is then half w / 2 of word w % 2
-//    in both halves, which the packed multiply selects itself (prim::broadcast_half): two
-//    instructions per strip word where spreading each byte took two per byte.
-//  - f16 (field at bits 10..14): the field of every byte lies in 1..30, so one multiply-add per
-//    strip turns the word into the four bytes 4 * field (at most 120: no byte carries into the
-//    next), and one prmt puts byte w into bits 8..15 of both halves: exponent field, mantissa 0.
+// byte w in both halves (both halves of a B register are the same column). Bytes 0 and 2 are
+// spread into the two halves of one word, bytes 1 and 3 into another, and one integer
+// multiply-add per word moves them into the exponent fields (bits 7..14 of a bf16, 10..14 of an
+// f16) and adds the expert's constant: each half's total is a field in 1..254 (bf16) or 1..30
+// (f16), so no half borrows from or carries into the other. Operand w is then half w / 2 of
+// word w % 2 in both halves, which the packed multiply selects itself (prim::broadcast_half):
+// a prmt and a multiply-add per word of the strip, nothing per operand.
+template <Half kHalf>
+inline constexpr u32 kExponentShift = kHalf == Half::bf16 ? 7 : 10;
 template <Half kHalf, int kRaw = kE2m1Exponent<kHalf>>
 MOEJIT_DEVICE u32 fragment_scale_addend(ExpertScaleRange r) {
   constexpr int kBias = kHalf == Half::bf16 ? 127 : 15;
   const u32 field_offset = static_cast<u32>(kBias + kRaw + 1 - static_cast<int>(r.largest));
-  // Two's complement: each half's (each byte's) total stays in range (see above).
-  if constexpr (kHalf == Half::bf16) return (field_offset << 7) * 0x10001u;
-  else return field_offset * 0x01010101u * 4u;
+  return (field_offset << kExponentShift<kHalf>) * 0x10001u;  // two's complement, per half
 }
 struct FragmentScaleStrip {
-  u32 even, odd;  // bf16: the operands of bytes 0 and 2, of bytes 1 and 3; f16: even only
+  u32 even, odd;  // the operands of bytes 0 and 2, of bytes 1 and 3
 };
 template <Half kHalf>
 MOEJIT_DEVICE FragmentScaleStrip fragment_scale_strip(u32 scale_word, u32 addend) {
-  if constexpr (kHalf == Half::bf16)
-    return {prim::prmt(scale_word, 0u, 0x4240u) * 128u + addend, prim::prmt(scale_word, 0u, 0x4341u) * 128u + addend};
-  else return {scale_word * 4u + addend, 0u};
+  constexpr u32 kField = 1u << kExponentShift<kHalf>;
+  return {prim::prmt(scale_word, 0u, 0x4240u) * kField + addend, prim::prmt(scale_word, 0u, 0x4341u) * kField + addend};
 }
 template <Half kHalf>
 MOEJIT_DEVICE u32 fragment_scale(FragmentScaleStrip strip, u32 w) {
-  if constexpr (kHalf == Half::bf16) {
-    const u32 pair = w % 2 == 0 ? strip.even : strip.odd;
-    return w / 2 == 0 ? prim::broadcast_half<0>(pair) : prim::broadcast_half<1>(pair);
-  } else {
-    return prim::prmt(strip.even, 0u, 0x0404u | w * 0x1010u);  // [0, byte w, 0, byte w]
-  }
+  const u32 pair = w % 2 == 0 ? strip.even : strip.odd;
+  return w / 2 == 0 ? prim::broadcast_half<0>(pair) : prim::broadcast_half<1>(pair);
 }
 // What the f32 results of a fragment-scaled expert are multiplied by: 2^(s_max - 128).
 MOEJIT_DEVICE float fragment_scale_offset(ExpertScaleRange r) {
