@@ -134,6 +134,24 @@ inline moejit_weights_desc_t vllm_desc(const VllmWeights& w, moejit_row_order_t 
   return d;
 }
 
+// Symmetric INT4 weights from plain codes (u8 [E][N][K], 0..15) and 16-bit scales ([E][N][K/G]).
+inline moejit_weights_desc_t int4_plain_desc(const std::vector<u8>& codes, const std::vector<u16>& scales,
+                                             moejit_dtype_t scale_dtype, std::uint32_t group, std::uint32_t e,
+                                             std::uint32_t n, std::uint32_t k) {
+  moejit_weights_desc_t d;
+  moejit_weights_desc_init(&d);
+  d.format = MOEJIT_WEIGHT_INT4_SYM;
+  d.group_size = group;
+  d.scale_dtype = scale_dtype;
+  d.experts = e;
+  d.n = n;
+  d.k = k;
+  d.source = MOEJIT_SOURCE_PLAIN_CODES;
+  d.qweight = codes.data();
+  d.scales = scales.data();
+  return d;
+}
+
 // A model for warm-up and prepare: MXFP4 weights (group 32, E8M0 scales), the rest defaults.
 inline moejit_model_desc_t mxfp4_model(std::uint32_t hidden, std::uint32_t intermediate, std::uint32_t experts,
                                        std::uint32_t topk, std::uint32_t max_tokens) {

@@ -549,18 +549,7 @@ TEST_CASE("C ABI: per-channel INT4 is group_size 0, K or GPTQ's -1, all packed a
   std::vector<std::vector<unsigned char>> packed_bytes;
   for (const std::uint32_t group : {0u, K, UINT32_MAX}) {
     CAPTURE(group);
-    moejit_weights_desc_t d;
-    moejit_weights_desc_init(&d);
-    d.format = MOEJIT_WEIGHT_INT4_SYM;
-    d.group_size = group;
-    d.scale_dtype = MOEJIT_DTYPE_BF16;
-    d.experts = E;
-    d.n = N;
-    d.k = K;
-    d.source = MOEJIT_SOURCE_PLAIN_CODES;
-    d.qweight = codes.data();
-    d.scales = scales.data();
-    auto p = pack(c.ctx, d);
+    auto p = pack(c.ctx, int4_plain_desc(codes, scales, MOEJIT_DTYPE_BF16, group, E, N, K));
     CHECK(p->w.group_size == K);
     std::vector<unsigned char> bytes(static_cast<unsigned char*>(p->q->data),
                                      static_cast<unsigned char*>(p->q->data) + p->w.qweight_bytes);

@@ -77,17 +77,7 @@ TEST_CASE("C ABI: INT4 weights have one packing for BF16 and F16 activations") {
   for (auto& v : codes) v = static_cast<u8>(rng() % 16);
   std::vector<u16> scales(E * N * (K / 64));
   for (auto& v : scales) v = prim::twin::f32_to_f16(0.01f * static_cast<float>(1 + rng() % 50));
-  moejit_weights_desc_t d;
-  moejit_weights_desc_init(&d);
-  d.format = MOEJIT_WEIGHT_INT4_SYM;
-  d.group_size = 64;
-  d.scale_dtype = MOEJIT_DTYPE_F16;
-  d.experts = E;
-  d.n = N;
-  d.k = K;
-  d.source = MOEJIT_SOURCE_PLAIN_CODES;
-  d.qweight = codes.data();
-  d.scales = scales.data();
+  moejit_weights_desc_t d = int4_plain_desc(codes, scales, MOEJIT_DTYPE_F16, 64, E, N, K);
   auto p_bf16 = pack(c.ctx, d);
   d.act_dtype = MOEJIT_DTYPE_F16;
   auto p_f16 = pack(c.ctx, d);
