@@ -135,10 +135,15 @@ TEST_CASE("GPU grouped GEMM: edge rows, empty experts, dropped blocks, smallest 
   run_cases(*l, cases);
 }
 
-TEST_CASE("GPU grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF") {
+TEST_CASE("GPU grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF, bf16 and f16 activations") {
   DeviceLauncher* l = device_launcher_or_skip();
   if (l == nullptr) return;
-  run_cases(*l, edge_scale_cases());
+  std::vector<GemmCase> cases = edge_scale_cases();
+  for (GemmCase c : edge_scale_cases()) {
+    c.act = DType::f16;
+    cases.push_back(c);
+  }
+  run_cases(*l, cases);
 }
 
 TEST_CASE("GPU grouped GEMM: split-K over several slices is bitwise identical run to run") {

@@ -116,11 +116,25 @@ TEST_CASE("16-bit fused MoE requests take MXFP4 weights packed for their own typ
   CHECK(shape_error(request(WeightFormat::int4_sym, PackedOrder::a16, DType::bf16)).empty());
   CHECK(shape_error(request(WeightFormat::int4_sym, PackedOrder::a16, DType::f16)).empty());
   CHECK(contains(shape_error(request(WeightFormat::mxfp4, PackedOrder::a16, DType::f16)),
-                 "argument 'act_dtype' = f16: the mxfp4 weights were packed for bf16 activations; expected weights "
-                 "packed with act_dtype f16"));
+                 "argument 'act_dtype' = f16: the mxfp4 weights of 'w13' were packed for bf16 activations; "
+                 "expected weights packed with act_dtype f16"));
   CHECK(contains(shape_error(request(WeightFormat::mxfp4, PackedOrder::a16f16, DType::bf16)),
-                 "argument 'act_dtype' = bf16: the mxfp4 weights were packed for f16 activations; expected weights "
-                 "packed with act_dtype bf16"));
+                 "argument 'act_dtype' = bf16: the mxfp4 weights of 'w13' were packed for f16 activations; "
+                 "expected weights packed with act_dtype bf16"));
+  // A layer of INT4 gate/up and MXFP4 down weights (or the reverse): each is packed for the
+  // hidden states' type in its own format's order.
+  for (DType act : {DType::bf16, DType::f16}) {
+    CAPTURE(to_string(act));
+    auto mixed = request(WeightFormat::int4_sym, PackedOrder::a16, act);
+    mixed.w2 = request(WeightFormat::mxfp4, quant::packed_order_for(act, WeightFormat::mxfp4), act).w2;
+    CHECK(shape_error(mixed).empty());
+    auto reverse = request(WeightFormat::mxfp4, quant::packed_order_for(act, WeightFormat::mxfp4), act);
+    reverse.w2 = request(WeightFormat::int4_sym, PackedOrder::a16, act).w2;
+    CHECK(shape_error(reverse).empty());
+  }
+  auto mixed = request(WeightFormat::int4_sym, PackedOrder::a16, DType::f16);
+  mixed.w2 = request(WeightFormat::mxfp4, PackedOrder::a16, DType::f16).w2;
+  CHECK(contains(shape_error(mixed), "the mxfp4 weights of 'w2' were packed for bf16 activations"));
 }
 
 TEST_CASE("W4A8 fused MoE requests are checked: weights' packing, scale granularity, hidden scales") {

@@ -232,7 +232,10 @@ typedef struct moejit_packed_weights {
      were packed for, set by moejit_pack_weights from the source's act_dtype: BF16 (INT4 weights:
      BF16 or F16 activations), F16 (MXFP4 weights packed for F16 activations), E4M3 for FP8 ones,
      E2M1 for MXFP4 ones. MXFP4 weights packed for BF16 are refused with F16 activations and
-     the other way round. */
+     the other way round. Before MXFP4 had an F16 packing, F16 activations used the BF16 one:
+     MXFP4 buffers packed then (or by a caller whose struct has no act_dtype) must be packed
+     again for F16 activations, and must not be described here as F16 (the tiles carry no mark
+     of their packing; a wrong act_dtype gives wrong results). */
   moejit_dtype_t act_dtype;
 } moejit_packed_weights_t;
 
@@ -267,7 +270,8 @@ typedef enum moejit_act_scale {
 typedef struct moejit_grouped_gemm_args {
   uint32_t struct_size;
   const moejit_packed_weights_t* weights;
-  moejit_dtype_t act_dtype;     /* BF16 or F16; E4M3 (sm_89 and newer; weights packed for E4M3)
+  moejit_dtype_t act_dtype;     /* BF16 or F16 (MXFP4 weights packed for that type); E4M3 (sm_89 and
+                                   newer; weights packed for E4M3)
                                    or E2M1 (sm_120a / sm_121a; MXFP4 weights packed for E2M1),
                                    with act_scale and a_scales below */
   moejit_dtype_t out_dtype;     /* BF16, F16 or F32 */

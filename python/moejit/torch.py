@@ -108,7 +108,7 @@ class _Spec(NamedTuple):
     n: int
     k: int
     act_and_mul: bool
-    act_dtype: str = "bf16"  # the activations the weights were packed for: "bf16" (16-bit) or "e4m3"
+    act_dtype: str = "bf16"  # the activations the weights were packed for: "bf16", "f16" (MXFP4), "e4m3", "e2m1"
 
 
 # PackedWeights -> (its _Spec, its buffers as tensors). PackedWeights reads its fields through
@@ -193,14 +193,15 @@ def _fused_moe_op(output: Tensor, hidden: Tensor, w13_qweight: Tensor, w13_scale
                   w2_scale_dtype: str, experts: int, hidden_size: int, intermediate_size: int,
                   activation: str = "silu", global_experts: int = 0, max_tokens: int = 0,
                   apply_router_weight_on_input: bool = False, act_dtype: str = "bf16", act_scale: str = "none",
-                  hidden_scales: Optional[Tensor] = None) -> None:
-    # act_dtype: what both weights were packed for; act_scale and hidden_scales: W4A8 (weights
+                  hidden_scales: Optional[Tensor] = None, w2_act_dtype: str = "") -> None:
+    # act_dtype: what both weights were packed for (w2_act_dtype, when given, what w2 was: an INT4
+    # "bf16" gate/up with an MXFP4 "f16" down, say); act_scale and hidden_scales: W4A8 (weights
     # packed for "e4m3"), as moejit.fused_moe takes them ("none" for 16-bit activations).
     ctx = _context(context, hidden.device)
     w13 = _weights(ctx, (w13_qweight, w13_scales, w13_zeros, w13_bias), w13_format, w13_group_size, w13_scale_dtype,
                    experts, 2 * intermediate_size, hidden_size, True, act_dtype)
     w2 = _weights(ctx, (w2_qweight, w2_scales, w2_zeros, w2_bias), w2_format, w2_group_size, w2_scale_dtype, experts,
-                  hidden_size, intermediate_size, False, act_dtype)
+                  hidden_size, intermediate_size, False, w2_act_dtype or act_dtype)
     _fused_moe(ctx, hidden, w13, w2, topk_weights, topk_ids, activation=activation, global_experts=global_experts,
                expert_map=expert_map, output=output, workspace=_aligned(workspace), max_tokens=max_tokens,
                apply_router_weight_on_input=apply_router_weight_on_input, act_scale=_scale_kwarg(act_scale),
@@ -212,7 +213,7 @@ def _(output, hidden, w13_qweight, w13_scales, w13_zeros, w13_bias, w2_qweight, 
       topk_weights, topk_ids, expert_map, workspace, context, w13_format, w13_group_size, w13_scale_dtype, w2_format,
       w2_group_size, w2_scale_dtype, experts, hidden_size, intermediate_size, activation="silu", global_experts=0,
       max_tokens=0, apply_router_weight_on_input=False, act_dtype="bf16", act_scale="none",
-      hidden_scales=None) -> None:
+      hidden_scales=None, w2_act_dtype="") -> None:
     return None  # it only writes output and workspace, whose shapes the caller chose
 
 
@@ -297,7 +298,10 @@ def _fused_weights(w13: PackedWeights, w2: PackedWeights) -> tuple:
         raise invalid(f"argument 'w2' has E={spec2.experts}, N={spec2.n}, K={spec2.k}: expected E={spec13.experts}, "
                       f"N={spec13.k}, K={spec13.n // 2} to match w13 (E={spec13.experts}, N=2I={spec13.n}, "
                       f"K=H={spec13.k})")
-    if spec2.act_dtype != spec13.act_dtype:
+    # 16-bit weights may differ ("bf16" INT4 with "f16" MXFP4 serves f16 hidden states); the library
+    # checks each against the hidden states' type.
+    sixteen = ("bf16", "f16")
+    if spec2.act_dtype != spec13.act_dtype and not (spec2.act_dtype in sixteen and spec13.act_dtype in sixteen):
         raise invalid(f"argument 'w2' was packed for {spec2.act_dtype} activations: expected {spec13.act_dtype} as "
                       "w13 (pack both with the same act_dtype)")
     return spec13, buffers13, spec2, buffers2
@@ -326,7 +330,7 @@ def _run_fused(hidden: Tensor, spec13: _Spec, buffers13: tuple, spec2: _Spec, bu
         output, hidden, *buffers13, *buffers2, topk_weights, topk_ids, expert_map, workspace, spec13.context,
         spec13.format, spec13.group_size, spec13.scale_dtype, spec2.format, spec2.group_size, spec2.scale_dtype,
         spec13.experts, spec13.k, spec2.k, activation, global_experts, max_tokens, apply_router_weight_on_input,
-        spec13.act_dtype, _scale_arg(act_scale), hidden_scales)
+        spec13.act_dtype, _scale_arg(act_scale), hidden_scales, spec2.act_dtype)
     return output
 
 
@@ -562,10 +566,13 @@ class FusedMoE(torch.nn.Module):
             raise invalid(f"argument 'state_dict' describes another layer ({state}): expected "
                           f"{self.get_extra_state()}; build a module for it with FusedMoE.from_state_dict")
 
-    def reserve_workspace(self, max_tokens: int, topk: int, dtype: torch.dtype = torch.bfloat16) -> None:
+    def reserve_workspace(self, max_tokens: int, topk: int, dtype: Optional[torch.dtype] = None) -> None:
         """Allocates the workspace once, for calls of up to ``max_tokens`` tokens of ``dtype`` with
         ``topk`` experts each; forward then allocates only its output, as CUDA graph capture at
-        several batch sizes wants."""
+        several batch sizes wants. ``dtype`` defaults to float16 for MXFP4 weights packed for f16,
+        else bfloat16."""
+        if dtype is None:
+            dtype = torch.float16 if self._spec13.act_dtype == "f16" else torch.bfloat16
         nbytes = _fused_workspace_bytes(self._spec13, self._spec2, _dtype_name(dtype, "dtype", _IN_DTYPES),
                                         _DTYPE_NAMES[_default_out(dtype)], self.activation, max_tokens, topk,
                                         self.global_experts, max_tokens, _scale_arg(self.act_scale))
@@ -586,7 +593,8 @@ class FusedMoE(torch.nn.Module):
 
     def extra_repr(self) -> str:
         s13, s2 = self._spec13, self._spec2
-        w4a8 = f", act_dtype='e4m3', act_scale={self.act_scale!r}" if s13.act_dtype == "e4m3" else ""
+        w4a8 = (f", act_dtype='e4m3', act_scale={self.act_scale!r}" if s13.act_dtype == "e4m3"
+                else f", act_dtype={s13.act_dtype!r}" if s13.act_dtype != "bf16" else "")
         return (f"experts={s13.experts}, hidden={s13.k}, intermediate={s2.k}, format={s13.format}, "
                 f"group_size={s13.group_size}, activation={self.activation!r}, global_experts={self.global_experts}"
                 f"{w4a8}")

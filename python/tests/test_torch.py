@@ -233,6 +233,35 @@ def test_module_reserved_workspace(host_ctx, rng):
                     expected_layer(hidden, w13, w2, ids, weights), f"reserved workspace, {tokens} tokens")
 
 
+def test_module_mxfp4_packed_for_f16_and_mixed_formats(host_ctx, rng):
+    """MXFP4 weights packed for f16: the module reserves an f16 workspace by default, survives a
+    state_dict round trip, and an INT4 gate/up with an MXFP4 down (each packed for f16) runs."""
+    fmt, _, group, scale_dtype = SOURCES["vllm_mxfp4"]
+    w13 = ref.random_quant_weights(rng, fmt, E, 2 * I, H, group, scale_dtype)
+    w2 = ref.random_quant_weights(rng, fmt, E, H, I, group, scale_dtype)
+    p13 = moejit.pack_weights(host_ctx, format=fmt, rows="concatenated", act_dtype="f16",
+                              **checkpoint(w13, "vllm_mxfp4", "concatenated"))
+    p2 = moejit.pack_weights(host_ctx, format=fmt, act_dtype="f16", **checkpoint(w2, "vllm_mxfp4"))
+    layer = mt.FusedMoE(p13, p2)
+    assert "act_dtype='f16'" in layer.extra_repr()
+    layer.reserve_workspace(max_tokens=8, topk=TOPK)
+    hidden = bf16_hidden(rng, 5).to(torch.float16)
+    ids, weights = routing(rng, 5)
+    out = layer(hidden, weights, ids, output=poisoned((5, H), torch.float16))
+    check_layer(out, expected_layer(hidden, w13, w2, ids, weights), "MXFP4 packed for f16")
+    saved = io.BytesIO()
+    torch.save(layer.state_dict(), saved)
+    saved.seek(0)
+    rebuilt = mt.FusedMoE.from_state_dict(torch.load(saved, weights_only=True), context=host_ctx)
+    assert torch.equal(rebuilt(hidden, weights, ids), out)
+
+    i13 = ref.random_quant_weights(rng, "int4_sym", E, 2 * I, H, 32, "f16")
+    q13 = moejit.pack_weights(host_ctx, format="int4_sym", rows="concatenated", act_dtype="f16",
+                              **checkpoint(i13, "plain", "concatenated"))
+    mixed = mt.FusedMoE(q13, p2)
+    check_layer(mixed(hidden, weights, ids), expected_layer(hidden, i13, w2, ids, weights), "INT4 w13, MXFP4 w2")
+
+
 # ---- torch.compile and opcheck -----------------------------------------------------------------
 
 @pytest.fixture(scope="module")

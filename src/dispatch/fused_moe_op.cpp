@@ -143,10 +143,12 @@ Status check_shapes(const FusedMoeRequest& r) {
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
   auto packed_for = [&](PackedOrder order) -> std::string_view { return quant::packed_for_name(order, r.w13.format); };
-  if (r.w2.order != r.w13.order)
+  // Both weights meet the same activations: the same quantized type, or 16-bit ones of either
+  // format (whose orders may differ: MXFP4 has one per 16-bit type, INT4 one for both).
+  if (quant::quantized_act_of(r.w2.order) != quant::quantized_act_of(r.w13.order))
     return error(Code::invalid_argument,
                  "argument 'w2': packed for {} activations, but w13 for {}; expected both packed with the same act_dtype",
-                 packed_for(r.w2.order), packed_for(r.w13.order));
+                 quant::packed_for_name(r.w2.order, r.w2.format), packed_for(r.w13.order));
   if (r.act != DType::bf16 && r.act != DType::f16 && r.act != DType::e4m3 && r.act != DType::e2m1)
     return error(Code::invalid_argument, "argument 'act_dtype' = {}: expected bf16, f16, e4m3 or e2m1", to_string(r.act));
   if ((r.act == DType::e4m3 || r.act == DType::e2m1) && r.act != quantized_act(r))
@@ -154,13 +156,15 @@ Status check_shapes(const FusedMoeRequest& r) {
                  "argument 'act_dtype' = {}: the weights were packed for {} activations; expected weights packed with "
                  "act_dtype {} for such hidden states",
                  to_string(r.act), packed_for(r.w13.order), to_string(r.act));
-  // 16-bit hidden states with 16-bit weights: MXFP4 tiles are packed for bf16 or for f16.
-  if (!is_quantized(r) && r.w13.order != quant::packed_order_for(r.act, r.w13.format))
-    return error(Code::invalid_argument,
-                 "argument 'act_dtype' = {}: the {} weights were packed for {} activations; expected weights packed "
-                 "with act_dtype {}",
-                 to_string(r.act), to_string(r.w13.format), packed_for(r.w13.order),
-                 to_string(quant::packed_act_of(quant::packed_order_for(r.act, r.w13.format))));
+  // 16-bit hidden states with 16-bit weights: MXFP4 tiles are packed for bf16 or for f16, and each
+  // weight may have its own format.
+  for (const auto& [w, name] : {std::pair{&r.w13, "w13"}, std::pair{&r.w2, "w2"}})
+    if (!is_quantized(r) && w->order != quant::packed_order_for(r.act, w->format))
+      return error(Code::invalid_argument,
+                   "argument 'act_dtype' = {}: the {} weights of '{}' were packed for {} activations; expected weights "
+                   "packed with act_dtype {}",
+                   to_string(r.act), to_string(w->format), name, quant::packed_for_name(w->order, w->format),
+                   to_string(quant::packed_act_of(quant::packed_order_for(r.act, w->format))));
   if (is_quantized(r)) {
     if (!act_scale_fits(quantized_act(r), r.act_scale))
       return error(Code::invalid_argument,

@@ -22,7 +22,7 @@ struct PackedWeightsView {
   const void* scales = nullptr;
   const void* zeros = nullptr;
   const float* bias = nullptr;
-  PackedOrder order = PackedOrder::a16;  // the activations' width the tiles were packed for
+  PackedOrder order = PackedOrder::a16;  // the activations the tiles were packed for (quant::packed_order_for)
 };
 
 struct GroupedGemmRequest {

@@ -26,7 +26,7 @@ struct WeightSourceDesc {
   std::uint32_t experts = 0, n = 0, k = 0;
   WeightSource source = WeightSource::plain_codes;
   quant::RowOrder rows = quant::RowOrder::plain;
-  PackedOrder order = PackedOrder::a16;  // the activations' width the tiles are packed for
+  PackedOrder order = PackedOrder::a16;  // the activations the tiles are packed for (quant::packed_order_for)
   const void* qweight = nullptr;
   const void* scales = nullptr;
   const void* zeros = nullptr;
