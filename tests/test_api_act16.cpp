@@ -28,7 +28,7 @@ void check_fails(moejit_context_t ctx, const moejit_grouped_gemm_args_t& g, std:
 
 }  // namespace
 
-TEST_CASE("C ABI: MXFP4 weights packed for F16 run f16 activations; each 16-bit packing refuses the other type") {
+TEST_CASE("C ABI: MXFP4 weights packed for F16 run f16 activations, and each 16-bit packing refuses the other type") {
   TempDir dir;
   Context c(dir);
   std::mt19937 rng(std::random_device{}());
