@@ -2,7 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <future>
 #include <thread>
+#include <vector>
 
 #include "compile/nvrtc_library.hpp"
 #include "test_support.hpp"
@@ -80,6 +83,33 @@ TEST_CASE("resolve_async compiles a batch through the pool") {
     CHECK(res->source == KernelSource::compiled);
   }
   CHECK((*r)->stats().compiles == 4);
+}
+
+TEST_CASE("a resolver destroyed with compiles still queued finishes them before its tables go") {
+  // What an engine does when start-up fails half-way through an async warm-up (or a test whose
+  // REQUIRE throws): the resolver goes while its pool still holds work that uses it.
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  const std::uint16_t bms[] = {16, 32, 64, 128};
+  std::vector<std::future<Result<Resolution>>> futures;
+  {
+    auto r = KernelResolver::create(resolver_options_in(dir));  // one compile thread: three wait
+    REQUIRE(r.ok());
+    for (std::uint16_t bm : bms) futures.push_back((*r)->resolve_async(align_spec(48, bm, 2)));
+  }
+  for (auto& f : futures) {
+    REQUIRE(f.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+    const auto res = f.get();
+    CHECK_MESSAGE(res.ok(), res.status().message());
+  }
+  // Each was published: a new resolver finds them all on disk.
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  for (std::uint16_t bm : bms) {
+    auto res = (*r)->resolve(align_spec(48, bm, 2));
+    REQUIRE(res.ok());
+    CHECK(res->source == KernelSource::disk);
+  }
 }
 
 TEST_CASE("frozen mode makes a miss an error and never a compile") {

@@ -85,7 +85,6 @@ class KernelResolver {
   Options options_;
   std::shared_ptr<const codegen::TemplateSet> templates_;
   std::unique_ptr<store::Store> store_;
-  CompilePool pool_;
 
   mutable std::shared_mutex table_mutex_;
   std::unordered_map<KernelSpec, std::unique_ptr<ResolvedKernel>, KernelSpecHash> table_;
@@ -102,6 +101,9 @@ class KernelResolver {
         compile_errors{0};
   };
   Counters counters_;
+  // Last, so destroyed first: its destructor runs the compiles still queued, which use every
+  // member above (declared before it, a resolver destroyed with work queued wrote into freed tables).
+  CompilePool pool_;
 };
 
 }  // namespace moejit
