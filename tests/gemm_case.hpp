@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -66,7 +67,17 @@ struct GemmCase {
                                      // e2m1: blocks with scale bytes 0x00, 0x01, 0xF0, 0xFF
   // Edits the logical weights after quantization (edge scale bytes).
   std::function<void(quant::QuantizedWeights&)> edit;
+  // MXFP4: bits 16..31 of every expert's range word replaced by this (packed_order_mark): 0 as a
+  // buffer packed before the mark, another order's mark as tiles packed for other activations.
+  // Where the kernel's order does not accept it, every written output must be NaN.
+  std::optional<std::uint32_t> packing_mark;
 };
+
+// The case's kernel refuses its weights' packing mark (GemmCase::packing_mark).
+inline bool packing_mark_refused(const GemmCase& c) {
+  return c.weight == WeightFormat::mxfp4 && c.packing_mark &&
+         !packed_order_mark_accepts(*c.packing_mark << 16, quant::packed_order_for(c.act, c.weight));
+}
 
 inline std::string describe(const GemmCase& c) {
   return fmt::format("{} {} g{} act={}{}{} out={} {} {} n={} k={} E={} rows={} topk={} tile={}x{}x{}/{}s/{}w split={}{}",
@@ -212,6 +223,17 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   pack_options.order = quant::packed_order_for(c.act, c.weight);
   auto packed = quant::pack(*q, pack_options);
   REQUIRE_MESSAGE(packed.ok(), packed.status().message());
+  if (c.packing_mark) {
+    REQUIRE(c.weight == WeightFormat::mxfp4);
+    u8* ranges = packed->scales.data() + mxfp4_scale_range_offset(packed->experts, c.n, c.k);
+    for (u32 e = 0; e < packed->experts; ++e) {
+      u32 word;
+      std::memcpy(&word, ranges + 4 * e, 4);
+      CHECK((word & 0xffff0000u) == packed_order_mark(pack_options.order));  // the packer's own mark
+      word = (word & 0xffffu) | *c.packing_mark << 16;
+      std::memcpy(ranges + 4 * e, &word, 4);
+    }
+  }
 
   // Rows of the layout.
   BackendMemory memory(launcher);
@@ -434,7 +456,8 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
 
   // Written rows: no poison left; rows not written: every byte still poison.
   std::vector<double> got(expected->c.size()), want(expected->c.size());
-  std::size_t poisoned_in_written = 0, touched_in_unwritten = 0;
+  std::size_t poisoned_in_written = 0, touched_in_unwritten = 0, numbers_from_refused = 0;
+  const bool refused = packing_mark_refused(c);
   for (std::size_t r = 0; r < expected->rows; ++r) {
     const bool written = expected->written[r] != 0;
     outcome.written_rows += written;
@@ -447,15 +470,18 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
       // An expected NaN may legitimately have the poison's bits (all ones is a NaN): there the
       // comparison below (NaN where NaN is expected) is the check.
       if (written) poisoned_in_written += poison && !std::isnan(want[r * out_cols + col]);
+      if (written) numbers_from_refused += refused && !std::isnan(got[r * out_cols + col]);
       else touched_in_unwritten += !poison;
     }
   }
   CHECK(poisoned_in_written == 0);
   CHECK(touched_in_unwritten == 0);
+  CHECK(numbers_from_refused == 0);
+  outcome.output = std::move(out);
+  if (refused) return outcome;  // NaN throughout, checked above
   outcome.error = quant::relative_frobenius_error(got, want, out_cols, expected->written);
   const double tolerance = c.out == DType::f32 ? 5e-3 : 1e-2;
   CHECK(outcome.error < tolerance);
-  outcome.output = std::move(out);
   return outcome;
 }
 

@@ -1,15 +1,18 @@
 // The C ABI with 16-bit activations and the packing each type needs: MXFP4 weights packed for
 // F16 record it and run f16 activations against the fp64 reference; the bf16 and f16 packings
-// of the same checkpoint differ in their tile bytes only; a mix-up is an error that names the
-// argument; INT4 weights have one packing for both types.
+// of the same checkpoint differ in their tile bytes and packing marks only; a mix-up is an error
+// that names the argument, and one the API cannot see (a buffer labelled F16 that was packed for
+// BF16, or before the mark) gives NaN; INT4 weights have one packing for both types.
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <tuple>
 
 #include "moejit/moejit.h"
+#include "quant/pack.hpp"
 #include "c_api_helpers.hpp"
 #include "spec/spec_fields.hpp"
 #include "test_support.hpp"
@@ -24,6 +27,13 @@ void check_fails(moejit_context_t ctx, const moejit_grouped_gemm_args_t& g, std:
   const std::string message = moejit_last_error();
   CAPTURE(message);
   for (const char* word : words) CHECK(message.find(word) != std::string::npos);
+}
+
+// Expert e's range word after an MXFP4 scales buffer (templates/README.md).
+u32 range_word(const Packed& p, std::uint32_t e) {
+  u32 word;
+  std::memcpy(&word, static_cast<const u8*>(p.s->data) + mxfp4_scale_range_offset(p.w.experts, p.w.n, p.w.k) + 4 * e, 4);
+  return word;
 }
 
 }  // namespace
@@ -41,9 +51,17 @@ TEST_CASE("C ABI: MXFP4 weights packed for F16 run f16 activations, and each 16-
   auto p_f16 = pack(c.ctx, d_f16);
   CHECK(p_bf16->w.act_dtype == MOEJIT_DTYPE_BF16);
   CHECK(p_f16->w.act_dtype == MOEJIT_DTYPE_F16);
-  // Same codes in other bit places; the scales are shared.
+  // Same codes in other bit places; the scales are shared, and so are the range words but for
+  // the packing marks in their upper halves.
   CHECK(std::memcmp(p_bf16->q->data, p_f16->q->data, p_f16->w.qweight_bytes) != 0);
-  CHECK(std::memcmp(p_bf16->s->data, p_f16->s->data, p_f16->w.scales_bytes) == 0);
+  const u64 ranges_at = mxfp4_scale_range_offset(E, N, K);
+  CHECK(std::memcmp(p_bf16->s->data, p_f16->s->data, ranges_at) == 0);
+  for (std::uint32_t e = 0; e < E; ++e) {
+    const u32 r_bf16 = range_word(*p_bf16, e), r_f16 = range_word(*p_f16, e);
+    CHECK((r_bf16 & 0xffffu) == (r_f16 & 0xffffu));
+    CHECK((r_bf16 & 0xffff0000u) == packed_order_mark(PackedOrder::a16));
+    CHECK((r_f16 & 0xffff0000u) == packed_order_mark(PackedOrder::a16f16));
+  }
 
   const std::vector<i32> offsets = {0, 5, 5, 19};  // expert 1 has no rows
   const std::int32_t M = offsets.back();
@@ -97,5 +115,56 @@ TEST_CASE("C ABI: INT4 weights have one packing for BF16 and F16 activations") {
     const double err = contiguous_error(*q, x, offsets, out);
     CAPTURE(err);
     CHECK(err < 1e-5);  // q - z exact, f32 sums scaled per group in f32
+  }
+}
+
+TEST_CASE("C ABI: MXFP4 buffers packed for BF16, or before the packing mark, give NaN when described as F16") {
+  // What a caller who kept MXFP4 buffers from before the F16 packing, and now labels them F16,
+  // gets: the kernel finds no F16 mark and writes NaN, where it would write plausible wrong numbers.
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 2, N = 64, K = 128;
+  const VllmWeights w = vllm_weights(rng, E, N, K);
+  auto p = pack(c.ctx, vllm_desc(w, MOEJIT_ROWS_PLAIN, nullptr));
+  moejit_packed_weights_t labelled_f16 = p->w;
+  labelled_f16.act_dtype = MOEJIT_DTYPE_F16;
+
+  const std::vector<i32> offsets = {0, 6, 11};
+  const std::int32_t M = offsets.back();
+  Buffer a(static_cast<std::size_t>(M) * K * 2), out(static_cast<std::size_t>(M) * N * 4);
+  for (const bool unmarked : {false, true}) {
+    CAPTURE(unmarked);
+    if (unmarked)  // as packed before the mark: bits 16..31 of every range word zero
+      for (std::uint32_t e = 0; e < E; ++e) {
+        const u32 old = range_word(*p, e) & 0xffffu;
+        std::memcpy(static_cast<u8*>(p->s->data) + mxfp4_scale_range_offset(E, N, K) + 4 * e, &old, 4);
+      }
+
+    // As packed, with bf16 activations: right.
+    std::vector<double> x = random_activations(a.data, static_cast<std::size_t>(M) * K, DType::bf16, rng);
+    std::memset(out.data, 0xff, out.size);
+    moejit_grouped_gemm_args_t g = contiguous_args(*p, MOEJIT_DTYPE_BF16, a.data, K, out.data, N, offsets);
+    REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+    CHECK(contiguous_error(w.logical, x, offsets, out) < 1e-5);
+
+    // Labelled F16, with f16 activations: accepted by the API (the label is all it sees), NaN
+    // in every output, each written by the kernel (not the poison's all-ones bits).
+    x = random_activations(a.data, static_cast<std::size_t>(M) * K, DType::f16, rng);
+    std::memset(out.data, 0xff, out.size);
+    g = contiguous_args(*p, MOEJIT_DTYPE_F16, a.data, K, out.data, N, offsets);
+    g.weights = &labelled_f16;
+    REQUIRE_MESSAGE(moejit_grouped_gemm(c.ctx, &g, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+    std::size_t numbers = 0, unwritten = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(M) * N; ++i) {
+      float v;
+      u32 bits;
+      std::memcpy(&v, static_cast<const u8*>(out.data) + 4 * i, 4);
+      std::memcpy(&bits, &v, 4);
+      numbers += !std::isnan(v);
+      unwritten += bits == 0xffffffffu;
+    }
+    CHECK(numbers == 0);
+    CHECK(unwritten == 0);
   }
 }

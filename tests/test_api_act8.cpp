@@ -13,6 +13,7 @@
 
 #include "common/numeric.cuh"
 #include "moejit/moejit.h"
+#include "quant/pack.hpp"
 #include "reference/compare.hpp"
 #include "reference/reference.hpp"
 #include "c_api_helpers.hpp"
@@ -101,9 +102,19 @@ TEST_CASE("C ABI: E4M3 mix-ups are errors that name the argument") {
   auto p16 = pack(c.ctx, d16);
   auto p8 = pack(c.ctx, d8);
   CHECK(p16->w.act_dtype == MOEJIT_DTYPE_BF16);
-  // The two packings hold the same codes in different places.
+  // The two packings hold the same codes in different places, the same scales and ranges, and
+  // each its own packing mark (bits 16..31 of the range words).
   CHECK(std::memcmp(p16->q->data, p8->q->data, p16->w.qweight_bytes) != 0);
-  CHECK(std::memcmp(p16->s->data, p8->s->data, p16->w.scales_bytes) == 0);
+  const u64 ranges_at = mxfp4_scale_range_offset(E, N, K);
+  CHECK(std::memcmp(p16->s->data, p8->s->data, ranges_at) == 0);
+  for (std::uint32_t e = 0; e < E; ++e) {
+    u32 r16, r8;
+    std::memcpy(&r16, static_cast<const u8*>(p16->s->data) + ranges_at + 4 * e, 4);
+    std::memcpy(&r8, static_cast<const u8*>(p8->s->data) + ranges_at + 4 * e, 4);
+    CHECK((r16 & 0xffffu) == (r8 & 0xffffu));
+    CHECK((r16 & 0xffff0000u) == packed_order_mark(PackedOrder::a16));
+    CHECK((r8 & 0xffff0000u) == packed_order_mark(PackedOrder::a8));
+  }
 
   std::vector<i32> offsets = {0, 3, 5};
   Buffer a(5 * K * 2), out(5 * N * 2);

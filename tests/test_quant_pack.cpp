@@ -275,7 +275,11 @@ TEST_CASE("MXFP4 scales end with each expert's scale-byte range, all-zero blocks
   CHECK(range(2) == std::pair{127u, 127u});
   CHECK(range(3).first == 0u);
   CHECK(range(3).second == 0xFEu);
-  for (u32 e = 0; e < E; ++e) CHECK(((packed->scales[offset + 4 * e + 2]) | packed->scales[offset + 4 * e + 3]) == 0);
+  // Bits 16..31: the packing mark of the default order (a16, packed for bf16): 0x6d30.
+  for (u32 e = 0; e < E; ++e) {
+    CHECK(packed->scales[offset + 4 * e + 2] == 0x30);
+    CHECK(packed->scales[offset + 4 * e + 3] == 0x6d);
+  }
   // The zero block of expert 0 now carries the expert's largest byte; its value is unchanged (0).
   CHECK(packed->scales[scale_at(0, 1, 5, N, groups)] == 140);
   // Unpacking gives the same codes and every other scale unchanged.

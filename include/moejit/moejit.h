@@ -234,8 +234,10 @@ typedef struct moejit_packed_weights {
      E2M1 for MXFP4 ones. MXFP4 weights packed for BF16 are refused with F16 activations and
      the other way round. Before MXFP4 had an F16 packing, F16 activations used the BF16 one:
      MXFP4 buffers packed then (or by a caller whose struct has no act_dtype) must be packed
-     again for F16 activations, and must not be described here as F16 (the tiles carry no mark
-     of their packing; a wrong act_dtype gives wrong results). */
+     again for F16 activations. Since the F16 packing, MXFP4 buffers record their packing
+     after the scales (templates/README.md): a GEMM given MXFP4 tiles packed for other
+     activations than its own, or an unmarked buffer described as F16, writes NaN for that
+     expert's outputs instead of wrong numbers. INT4 buffers carry no such mark. */
   moejit_dtype_t act_dtype;
 } moejit_packed_weights_t;
 

@@ -131,7 +131,7 @@ void pack_expert(const WeightShape& s, const std::vector<u32>& row_of_column, co
   if (s.format == WeightFormat::mxfp4) {
     e8m0.resize(static_cast<u64>(s.n) * groups);
     for (std::size_t i = 0; i < e8m0.size(); ++i) e8m0[i] = static_cast<u8>(v.scales[i]);
-    const u32 range = canonicalize_mxfp4_scales(s, v, e8m0);
+    const u32 range = canonicalize_mxfp4_scales(s, v, e8m0) | packed_order_mark(out.order);
     std::memcpy(&out.scales[mxfp4_scale_range_offset(s.experts, s.n, s.k) + 4 * static_cast<u64>(e)], &range, 4);
   }
   for (u32 g = 0; g < groups; ++g) {

@@ -39,7 +39,8 @@ struct PackedWeights {
   bool act_and_mul = false;  // columns are in act-and-mul order (the source was not `plain`)
   // The fragment order of the tile words (packed_order_for): a16 for bf16 activations (and f16 ones
   // with INT4), a16f16 for f16 ones with MXFP4, a8 for e4m3, a4 for e2m1
-  // (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it.
+  // (gemm/grouped_gemm_params.cuh). Scales, zero points and bias do not depend on it; MXFP4's
+  // per-expert range words after the scales record it (packed_order_mark).
   PackedOrder order = PackedOrder::a16;
 
   // packed_weight_bytes(E, N, K) bytes of 32x32 tiles.

@@ -82,6 +82,11 @@ struct GemmShape {
       Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
   static constexpr gemm::Half kHalf = Spec::act == kernel_enum::f16 ? gemm::Half::f16 : gemm::Half::bf16;
   static constexpr gemm::Half kInt4Half = kInt4ViaF16 ? gemm::Half::f16 : kHalf;  // INT4 B registers
+  // The order the weights' tiles are in (grouped_gemm_params.cuh; the host's packed_order_for).
+  static constexpr PackedOrder kOrder = kAct4                               ? PackedOrder::a4
+                                        : kAct8                             ? PackedOrder::a8
+                                        : kMxfp4 && kHalf == gemm::Half::f16 ? PackedOrder::a16f16
+                                                                             : PackedOrder::a16;
   // The k run whose products are summed before they are scaled in f32: the weights' scale
   // group, cut at every 128 k when the activations are scaled per 128 k. With block-scaled
   // mma's the weights need no run: 128 k per activation scale, else the whole split.
@@ -772,6 +777,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // ---- Epilogue ----
   float result_scale = 1.0f;
   if constexpr (kFragmentScales) result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
+  // MXFP4 tiles packed for other activations decoded to wrong weights: NaN says so, where numbers
+  // would pass for results (every split of the expert sees the same mark; the sum is NaN too).
+  if constexpr (S::kMxfp4)
+    if (!packed_order_mark_accepts(work.scale_range, S::kOrder)) result_scale = twin::f32_from_bits(0x7fc00000u);  // a quiet NaN
   MOEJIT_UNROLL
   for (u32 mt = 0; mt < S::kMTiles; ++mt) {
     MOEJIT_UNROLL
@@ -783,7 +792,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       // (times the fragments' offset 2^c, an exact power of two).
       float end_scale = result_scale;
       if constexpr (kActScaleAtEnd) end_scale = a_block_scale[mt][half_row] * result_scale;
-      constexpr bool kEndScaled = kFragmentScales || kActScaleAtEnd;
+      constexpr bool kEndScaled = kFragmentScales || kActScaleAtEnd || S::kMxfp4;
       MOEJIT_UNROLL
       for (u32 j = 0; j < S::kN8; ++j) {
         const u32 col = work.n0 + warp_n * S::WN + j * 8 + 2 * t;  // packed column

@@ -180,11 +180,23 @@ constexpr u64 scale_index(u64 expert, u64 n, u64 k, u64 group_size, u64 col, u64
 // smallest (bits 0..7) and largest (bits 8..15) E8M0 byte of the expert's blocks, over blocks
 // whose codes are not all zero (the packer gives an all-zero block the expert's largest byte:
 // its value is zero either way). Kernels read it to decide how to apply the expert's scales.
+// Bits 16..31 mark the order the tiles were packed in (packed_order_mark): the tiles themselves
+// carry no sign of it, and a kernel given tiles packed for other activations would decode every
+// weight to a wrong value. A kernel whose order the mark does not accept writes NaN for the
+// expert's outputs instead. Buffers packed before the mark hold 0 there: they are in a16, a8 or
+// a4 order (a16f16 came with the mark), so an unmarked buffer is accepted by every kernel but the
+// f16-activation MXFP4 one, which it was never packed for.
 constexpr u64 round_up_16(u64 v) { return (v + 15) / 16 * 16; }
 constexpr u64 mxfp4_scale_range_offset(u64 experts, u64 n, u64 k) { return round_up_16(experts * (k / 32) * n); }
 // The per-expert ranges inside an MXFP4 scales buffer.
 inline const u32* mxfp4_scale_ranges(const void* scales, u64 experts, u64 n, u64 k) {
   return reinterpret_cast<const u32*>(static_cast<const u8*>(scales) + mxfp4_scale_range_offset(experts, n, k));
+}
+inline constexpr u32 kPackedOrderMarkBase = 0x6d30;  // arbitrary, far from 0: marks are 0x6d30 + order
+constexpr u32 packed_order_mark(PackedOrder order) { return (kPackedOrderMarkBase + static_cast<u32>(order)) << 16; }
+constexpr bool packed_order_mark_accepts(u32 range_word, PackedOrder order) {
+  const u32 mark = range_word >> 16;
+  return mark == kPackedOrderMarkBase + static_cast<u32>(order) || (mark == 0 && order != PackedOrder::a16f16);
 }
 constexpr u64 packed_scale_bytes(bool mxfp4, u64 experts, u64 n, u64 k, u64 group_size, u64 scale_bytes) {
   return mxfp4 ? mxfp4_scale_range_offset(experts, n, k) + experts * 4 : experts * (k / group_size) * n * scale_bytes;
