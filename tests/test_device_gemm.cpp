@@ -146,6 +146,41 @@ TEST_CASE("GPU grouped GEMM: E8M0 scale bytes 0x00, 0xFE and 0xFF, bf16 and f16 
   run_cases(*l, cases);
 }
 
+TEST_CASE("GPU grouped GEMM: MXFP4 tiles marked for other activations give NaN, unmarked ones run as packed") {
+  // The packing mark (grouped_gemm_params.cuh) on the hardware: NaN in every written output where
+  // the kernel refuses the mark (run_gemm_case checks none is left as poison), results where not.
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  const std::uint32_t a16 = packed_order_mark(PackedOrder::a16) >> 16, a16f16 = packed_order_mark(PackedOrder::a16f16) >> 16;
+  std::vector<GemmCase> cases;
+  GemmCase bf16;
+  bf16.epilogue = Epilogue::silu_and_mul;
+  for (std::uint32_t mark : {0u, a16f16}) {
+    bf16.packing_mark = mark;
+    cases.push_back(bf16);
+  }
+  GemmCase f16;
+  f16.act = DType::f16;
+  f16.layout = Layout::contiguous;
+  f16.out = DType::f32;
+  f16.split_k = 2;
+  for (std::uint32_t mark : {0u, a16}) {
+    f16.packing_mark = mark;
+    cases.push_back(f16);
+  }
+  if (arch_info(l->arch()).sm >= 89) {
+    GemmCase e4m3;
+    e4m3.act = DType::e4m3;
+    e4m3.act_scale = ActScale::token;
+    for (std::uint32_t mark : {0u, a16}) {
+      e4m3.packing_mark = mark;
+      cases.push_back(e4m3);
+    }
+  }
+  for (const GemmCase& c : cases) CHECK(packing_mark_refused(c) == (*c.packing_mark != 0 || c.act == DType::f16));
+  run_cases(*l, cases);
+}
+
 TEST_CASE("GPU grouped GEMM: split-K over several slices is bitwise identical run to run") {
   DeviceLauncher* l = device_launcher_or_skip();
   if (l == nullptr) return;
