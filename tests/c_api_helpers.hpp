@@ -64,6 +64,14 @@ struct Context {
   moejit_context_t ctx = nullptr;
 };
 
+// A C ABI call's status is `code`, and moejit_last_error() holds each of `words`.
+inline void expect_error(moejit_status_t got, moejit_status_t code, std::initializer_list<const char*> words) {
+  CHECK(got == code);
+  const std::string message = moejit_last_error();
+  CAPTURE(message);
+  for (const char* word : words) CHECK(message.find(word) != std::string::npos);
+}
+
 // Packed weights with their buffers.
 struct Packed {
   moejit_packed_weights_t w{};

@@ -33,13 +33,6 @@ std::vector<float> random_rows(std::mt19937& rng, std::size_t rows, std::uint32_
   return x;
 }
 
-void expect_error(moejit_status_t got, moejit_status_t code, std::initializer_list<const char*> words) {
-  CHECK(got == code);
-  const std::string message = moejit_last_error();
-  CAPTURE(message);
-  for (const char* word : words) CHECK(message.find(word) != std::string::npos);
-}
-
 }  // namespace
 
 TEST_CASE("C ABI: grouped GEMM with E2M1 activations on a host context running sm_120a kernels") {

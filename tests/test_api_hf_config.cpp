@@ -37,16 +37,6 @@ moejit_status_t read(const std::string& text, moejit_model_desc_t& m) {
   return moejit_model_desc_from_hf_config(text.data(), text.size(), &m);
 }
 
-void check_error(moejit_status_t got, moejit_status_t want, std::initializer_list<const char*> needles) {
-  CHECK(got == want);
-  const std::string message = moejit_last_error();
-  for (const char* needle : needles) {
-    CAPTURE(message);
-    CAPTURE(needle);
-    CHECK(message.find(needle) != std::string::npos);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("C ABI: a model descriptor from config.json carries the checkpoint's formats") {
@@ -125,26 +115,26 @@ TEST_CASE("C ABI: config.json refusals say why and leave the descriptor alone") 
   moejit_model_desc_t m = fresh();
   const moejit_model_desc_t before = m;
   auto untouched = [&] { CHECK(std::memcmp(&m, &before, sizeof m) == 0); };
-  check_error(read(kimi_like(R"({"quant_method": "fp8", "weight_block_size": [128, 128]})"), m),
+  expect_error(read(kimi_like(R"({"quant_method": "fp8", "weight_block_size": [128, 128]})"), m),
               MOEJIT_ERROR_UNSUPPORTED, {"quantization_config 'fp8'", "FP8 weights"});
   untouched();
-  check_error(read(kimi_like(R"({"bits": 4, "group_size": 128, "desc_act": true, "quant_method": "gptq"})"), m),
+  expect_error(read(kimi_like(R"({"bits": 4, "group_size": 128, "desc_act": true, "quant_method": "gptq"})"), m),
               MOEJIT_ERROR_UNSUPPORTED, {"act-order"});
   untouched();
-  check_error(read(kimi_like(R"({"quant_method": "gptq", "group_size": "128"})"), m), MOEJIT_ERROR_INVALID_ARGUMENT,
+  expect_error(read(kimi_like(R"({"quant_method": "gptq", "group_size": "128"})"), m), MOEJIT_ERROR_INVALID_ARGUMENT,
               {"'group_size' = \"128\": expected an integer"});
   untouched();
-  check_error(read(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008})", m),
+  expect_error(read(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008})", m),
               MOEJIT_ERROR_INVALID_ARGUMENT, {"config_json", "expert count"});
-  check_error(read("{not json", m), MOEJIT_ERROR_INVALID_ARGUMENT, {"config_json", "not valid JSON"});
+  expect_error(read("{not json", m), MOEJIT_ERROR_INVALID_ARGUMENT, {"config_json", "not valid JSON"});
   untouched();
-  check_error(moejit_model_desc_from_hf_config(nullptr, 3, &m), MOEJIT_ERROR_INVALID_ARGUMENT, {"'config_json' is null"});
+  expect_error(moejit_model_desc_from_hf_config(nullptr, 3, &m), MOEJIT_ERROR_INVALID_ARGUMENT, {"'config_json' is null"});
   const std::string ok = kimi_like(kInt4G32);
-  check_error(moejit_model_desc_from_hf_config(ok.data(), ok.size(), nullptr), MOEJIT_ERROR_INVALID_ARGUMENT,
+  expect_error(moejit_model_desc_from_hf_config(ok.data(), ok.size(), nullptr), MOEJIT_ERROR_INVALID_ARGUMENT,
               {"'model'"});
   moejit_model_desc_t small = fresh();
   small.struct_size = 8;
-  check_error(moejit_model_desc_from_hf_config(ok.data(), ok.size(), &small), MOEJIT_ERROR_INVALID_ARGUMENT,
+  expect_error(moejit_model_desc_from_hf_config(ok.data(), ok.size(), &small), MOEJIT_ERROR_INVALID_ARGUMENT,
               {"struct_size = 8"});
 }
 

@@ -164,7 +164,7 @@ Status check_shapes(const FusedMoeRequest& r) {
                    "argument 'act_dtype' = {}: the {} weights of '{}' were packed for {} activations; expected weights "
                    "packed with act_dtype {}",
                    to_string(r.act), to_string(w->format), name, quant::packed_for_name(w->order, w->format),
-                   to_string(quant::packed_act_of(quant::packed_order_for(r.act, w->format))));
+                   quant::packed_act_option_name(quant::packed_order_for(r.act, w->format), w->format));
   if (is_quantized(r)) {
     if (!act_scale_fits(quantized_act(r), r.act_scale))
       return error(Code::invalid_argument,

@@ -67,16 +67,11 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
                  "swiglu_oai",
                  to_string(r.epilogue));
   if (w.order != quant::packed_order_for(r.act, w.format)) {
-    const PackedOrder want = quant::packed_order_for(r.act, w.format);
-    const char* want_name = want == PackedOrder::a4       ? "E2M1"
-                            : want == PackedOrder::a8     ? "E4M3"
-                            : want == PackedOrder::a16f16 ? "F16"
-                            : w.format == WeightFormat::mxfp4 ? "BF16"
-                                                              : "BF16 or F16";
     return error(Code::invalid_argument,
                  "argument 'act' = {}: the {} weights were packed for {} activations; expected weights packed with "
                  "act_dtype {} (pack them again for this activation type)",
-                 to_string(r.act), to_string(w.format), quant::packed_for_name(w.order, w.format), want_name);
+                 to_string(r.act), to_string(w.format), quant::packed_for_name(w.order, w.format),
+                 quant::packed_act_option_name(quant::packed_order_for(r.act, w.format), w.format));
   }
   KernelSpec s{};
   s.op = Op::grouped_gemm;

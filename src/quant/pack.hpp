@@ -89,6 +89,12 @@ constexpr const char* packed_for_name(PackedOrder order, WeightFormat format) {
   if (order == PackedOrder::a16f16) return "f16";
   return format == WeightFormat::mxfp4 ? "bf16" : "16-bit";
 }
+// The act_dtype (or either one) a caller packs `format` weights with to get `order`: what an
+// error message tells them to pack again with.
+constexpr const char* packed_act_option_name(PackedOrder order, WeightFormat format) {
+  if (order == PackedOrder::a16 && format != WeightFormat::mxfp4) return "bf16 or f16";
+  return packed_for_name(order, format);
+}
 
 // Packs logical weights (rows in `options.rows` order). Checks first: the format, N % 32,
 // K % 32, the group, the tensor sizes and the bias size; the Status names the bad argument.
