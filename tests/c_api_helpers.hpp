@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/numeric.cuh"
+#include "gemm/grouped_gemm_params.cuh"
 #include "moejit/moejit.h"
 #include "reference/compare.hpp"
 #include "reference/quantize.hpp"
@@ -101,6 +102,21 @@ inline std::unique_ptr<Packed> pack(moejit_context_t ctx, moejit_weights_desc_t 
   }
   REQUIRE_MESSAGE(moejit_pack_weights(ctx, &d, &p->w, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
   return p;
+}
+
+// Expert e's range word after an MXFP4 scales buffer (templates/README.md): scale-byte range in
+// bits 0..15, packing mark in bits 16..31.
+inline u32 range_word(const Packed& p, std::uint32_t e) {
+  u32 word;
+  std::memcpy(&word, static_cast<const u8*>(p.s->data) + mxfp4_scale_range_offset(p.w.experts, p.w.n, p.w.k) + 4 * e, 4);
+  return word;
+}
+// Every expert's packing mark replaced by `mark` (0: as packed before the mark existed).
+inline void set_packing_marks(Packed& p, u32 mark) {
+  for (std::uint32_t e = 0; e < p.w.experts; ++e) {
+    const u32 word = (range_word(p, e) & 0xffffu) | mark << 16;
+    std::memcpy(static_cast<u8*>(p.s->data) + mxfp4_scale_range_offset(p.w.experts, p.w.n, p.w.k) + 4 * e, &word, 4);
+  }
 }
 
 // MXFP4 weights [E][N][K] as vLLM holds them, with their logical form for the reference.

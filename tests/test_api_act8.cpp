@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "common/numeric.cuh"
 #include "moejit/moejit.h"
@@ -362,4 +363,60 @@ TEST_CASE("C ABI: masked grouped GEMM reads DeepEP low-latency scale slabs [E][K
   bad = run(slabs.data(), 1, k_stride, expert_stride, in_place);
   bad.layout = MOEJIT_LAYOUT_CONTIGUOUS;
   fails(bad, {"'args->a_scale_expert_stride' = 47", "MOEJIT_LAYOUT_MASKED"});
+}
+
+TEST_CASE("C ABI: a fused layer with MXFP4 weights marked for other activations gives NaN tokens, 16-bit and W4A8") {
+  // The packing mark (templates/README.md) through the whole layer: a refused gate/up GEMM's NaN
+  // must survive the activation, W4A8's re-quantization of the gate/up output and the top-k
+  // sum; a refused down GEMM's the sum. Nothing finite comes out of a mislabelled layer.
+  TempDir dir;
+  Context c(dir);
+  std::mt19937 rng(std::random_device{}());
+  constexpr std::uint32_t E = 4, H = 256, I = 128;
+  constexpr std::int32_t T = 5;
+  const VllmWeights w13 = vllm_weights(rng, E, 2 * I, H), w2 = vllm_weights(rng, E, H, I);
+  Buffer hidden(T * H * 2), out(T * H * 2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (std::size_t i = 0; i < T * H; ++i) {
+    const u16 b = prim::twin::f32_to_bf16(dist(rng));
+    std::memcpy(static_cast<char*>(hidden.data) + 2 * i, &b, 2);
+  }
+  const Top2Routing routing = top2_routing(rng, T, E);
+  for (const moejit_dtype_t packed_for : {MOEJIT_DTYPE_BF16, MOEJIT_DTYPE_E4M3}) {
+    CAPTURE(packed_for);
+    auto packed = [&](const VllmWeights& w, moejit_row_order_t rows) {
+      moejit_weights_desc_t d = vllm_desc(w, rows, nullptr);
+      d.act_dtype = packed_for;
+      return pack(c.ctx, d);
+    };
+    auto p13 = packed(w13, MOEJIT_ROWS_CONCATENATED), p2 = packed(w2, MOEJIT_ROWS_PLAIN);
+    const PackedOrder own = packed_for == MOEJIT_DTYPE_BF16 ? PackedOrder::a16 : PackedOrder::a8;
+    const PackedOrder other = packed_for == MOEJIT_DTYPE_BF16 ? PackedOrder::a8 : PackedOrder::a16;
+    moejit_fused_moe_args_t a = fused_args(*p13, *p2, T, routing, hidden.data, out.data);
+    if (packed_for == MOEJIT_DTYPE_E4M3) a.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+    std::uint64_t bytes = 0;
+    REQUIRE_MESSAGE(moejit_fused_moe_workspace_size(c.ctx, &a, &bytes) == MOEJIT_OK, std::string(moejit_last_error()));
+    Buffer workspace(bytes);
+    a.workspace = workspace.data;
+    a.workspace_bytes = bytes;
+    // (finite outputs expected, which mark is where): as packed; w13 refused; w2 refused.
+    for (const auto& [expect_finite, mark13, mark2] :
+         {std::tuple{true, own, own}, std::tuple{false, other, own}, std::tuple{false, own, other}}) {
+      CAPTURE(expect_finite);
+      set_packing_marks(*p13, packed_order_mark(mark13) >> 16);
+      set_packing_marks(*p2, packed_order_mark(mark2) >> 16);
+      std::memset(out.data, 0xff, out.size);
+      std::memset(workspace.data, 0x5a, workspace.size);  // garbage, as a reused workspace holds
+      REQUIRE_MESSAGE(moejit_fused_moe(c.ctx, &a, nullptr) == MOEJIT_OK, std::string(moejit_last_error()));
+      std::size_t finite = 0, poison = 0;
+      for (std::size_t i = 0; i < T * H; ++i) {
+        u16 h;
+        std::memcpy(&h, static_cast<const char*>(out.data) + 2 * i, 2);
+        finite += (h & 0x7f80) != 0x7f80;
+        poison += h == 0xffff;
+      }
+      CHECK(poison == 0);
+      CHECK(finite == (expect_finite ? std::size_t{T * H} : 0));
+    }
+  }
 }
