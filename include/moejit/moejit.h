@@ -234,9 +234,9 @@ typedef struct moejit_packed_weights {
      E2M1 for MXFP4 ones. MXFP4 weights packed for BF16 are refused with F16 activations and
      the other way round. Before MXFP4 had an F16 packing, F16 activations used the BF16 one:
      MXFP4 buffers packed then (or by a caller whose struct has no act_dtype) must be packed
-     again for F16 activations. Since the F16 packing, MXFP4 buffers record their packing
-     after the scales (templates/README.md): a GEMM given MXFP4 tiles packed for other
-     activations than its own, or an unmarked buffer described as F16, writes NaN for that
+     again for F16 activations. MXFP4 buffers now record their packing after the scales
+     (templates/README.md): a GEMM given MXFP4 tiles packed for other activations than its own,
+     or an unmarked buffer (packed before the mark) described as F16, writes NaN for that
      expert's outputs instead of wrong numbers. INT4 buffers carry no such mark. */
   moejit_dtype_t act_dtype;
 } moejit_packed_weights_t;

@@ -183,9 +183,10 @@ constexpr u64 scale_index(u64 expert, u64 n, u64 k, u64 group_size, u64 col, u64
 // Bits 16..31 mark the order the tiles were packed in (packed_order_mark): the tiles themselves
 // carry no sign of it, and a kernel given tiles packed for other activations would decode every
 // weight to a wrong value. A kernel whose order the mark does not accept writes NaN for the
-// expert's outputs instead. Buffers packed before the mark hold 0 there: they are in a16, a8 or
-// a4 order (a16f16 came with the mark), so an unmarked buffer is accepted by every kernel but the
-// f16-activation MXFP4 one, which it was never packed for.
+// expert's outputs instead. Buffers packed before the mark hold 0 there. Released versions had
+// only a16, a8 and a4 then, so an unmarked buffer is accepted by every kernel but the
+// f16-activation MXFP4 one: an unmarked buffer labelled F16 is almost surely an old bf16 one
+// (a16f16 packs made by development builds before the mark must be packed again).
 constexpr u64 round_up_16(u64 v) { return (v + 15) / 16 * 16; }
 constexpr u64 mxfp4_scale_range_offset(u64 experts, u64 n, u64 k) { return round_up_16(experts * (k / 32) * n); }
 // The per-expert ranges inside an MXFP4 scales buffer.
