@@ -469,9 +469,12 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
       want[r * out_cols + col] = as_out_dtype(c.out, expected->c[r * out_cols + col]);
       // An expected NaN may legitimately have the poison's bits (all ones is a NaN): there the
       // comparison below (NaN where NaN is expected) is the check.
-      if (written) poisoned_in_written += poison && !std::isnan(want[r * out_cols + col]);
-      if (written) numbers_from_refused += refused && !std::isnan(got[r * out_cols + col]);
-      else touched_in_unwritten += !poison;
+      if (written) {
+        poisoned_in_written += poison && !std::isnan(want[r * out_cols + col]);
+        numbers_from_refused += refused && !std::isnan(got[r * out_cols + col]);
+      } else {
+        touched_in_unwritten += !poison;
+      }
     }
   }
   CHECK(poisoned_in_written == 0);
