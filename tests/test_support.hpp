@@ -34,9 +34,15 @@ struct ProcessResult {
   std::string err;
 };
 
-// Runs `argv` with extra environment variables set, waits, and captures its output.
+// Runs `argv` with extra environment variables set, waits, and captures its output. A run that
+// LeakSanitizer itself failed at exit (sanitizer_tracer_failed) is run once more, saying so on
+// stderr; the second run's result is returned whatever it is.
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env = {});
+
+// Whether a child's failure is LeakSanitizer's own ("LeakSanitizer has encountered a fatal
+// error", e.g. its tracer thread crashing while it suspends the process), not the program's.
+bool sanitizer_tracer_failed(const ProcessResult& r);
 
 // Starts `argv` in the background with stdout/stderr sent to /dev/null; returns its pid.
 int spawn_process(const std::vector<std::string>& argv,
