@@ -143,6 +143,41 @@ TEST_CASE("bench_gemm runs W4A4 beside W4A16 on a 12.0 null driver, and only its
   CHECK(j["layer_summary"]["failed"] == 3);
 }
 
+TEST_CASE("bench_gemm runs f16 activations beside bf16 on the null driver, and only its output checks fail") {
+  // f16 activations, outputs and INT4 scales, MXFP4 weights packed for f16 (the a16f16 order, its
+  // packing mark in each expert's range word), every launch checked by the library and made.
+  TempDir dir;
+  const auto j = run_on_null_driver(dir, {"--no-baselines", "--no-split-sweep", "--formats", "mxfp4,mxfp4_f16,int4_g128_f16"});
+  if (j.is_null()) return;
+  CHECK(j["kernels"]["errors"].empty());
+  REQUIRE(j["cases"].size() == 18);
+  REQUIRE(j["layers"].size() == 9);
+  int f16 = 0;
+  for (const auto& c : j["cases"]) {
+    INFO(c.dump());
+    REQUIRE(c.contains("error"));
+    CHECK(c["error"].get<std::string>().find("outputs are not finite") != std::string::npos);
+    if (c["act"] == "f16") {
+      ++f16;
+      CHECK(c["vs_bf16"]["none"].get<std::string>().find(c["format"] == "mxfp4_f16" ? "no time" : "was not run") !=
+            std::string::npos);
+    } else {
+      CHECK(c["format"] == "mxfp4");
+      CHECK_FALSE(c.contains("vs_bf16"));
+    }
+  }
+  CHECK(f16 == 12);
+  // The bf16 cases come first.
+  CHECK(j["cases"][0]["format"] == "mxfp4");
+  CHECK(j["cases"][5]["format"] == "mxfp4");
+  CHECK(j["cases"][6]["format"] == "mxfp4_f16");
+  check_layers_reached_output_check(j);
+  for (const auto& l : j["layers"])
+    if (l["format"] != "mxfp4") CHECK(l["vs_bf16"].contains("none"));
+  CHECK(j["summary"]["failed"] == 18);
+  CHECK(j["layer_summary"]["failed"] == 9);
+}
+
 TEST_CASE("bench_gemm on the null driver makes the CUTLASS baselines' weights and stops at cudart") {
   TempDir dir;
   const auto j = run_on_null_driver(dir, {"--no-layers", "--formats", "int4_g128"});

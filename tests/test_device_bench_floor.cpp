@@ -33,22 +33,57 @@ TEST_SUITE("device") {
 
 TEST_CASE("bench cases: every model x format x projection x token count, in weight-sharing order") {
   // gpt-oss-120b (K = 2880 in both projections) has no INT4 g128 cases: 128 does not divide 2880.
-  // The W4A8 and W4A4 formats run at the 3 quick token counts in either mode.
+  // The f16, W4A8 and W4A4 formats run at the 3 quick token counts in either mode, after every
+  // bf16 case.
+  constexpr std::size_t mxfp4_and_int4 = 3 * 2 + 1;  // (model, format) pairs of two formats
   const auto full = enumerate_cases(false);
-  CHECK(full.size() == (3 * 2 + 1) * 2 * 11 + (3 * 2 + 1) * 2 * 3 + 4 * 2 * 3);
+  CHECK(full.size() == mxfp4_and_int4 * 2 * 11 + 2 * mxfp4_and_int4 * 2 * 3 + 4 * 2 * 3);
   const auto quick = enumerate_cases(true);
-  CHECK(quick.size() == 2 * (3 * 2 + 1) * 2 * 3 + 4 * 2 * 3);
+  CHECK(quick.size() == 3 * mxfp4_and_int4 * 2 * 3 + 4 * 2 * 3);
+  bool beside_seen = false;
   for (const GemmCase& c : full) {
     CHECK(applicable(c));
     CHECK_FALSE((c.model->name == "gpt-oss-120b" && c.format->weight == WeightFormat::int4_sym));
-    if (quantized_act(*c.format)) CHECK((c.tokens == 1 || c.tokens == 32 || c.tokens == 1024));
+    if (beside_bf16(*c.format)) CHECK((c.tokens == 1 || c.tokens == 32 || c.tokens == 1024));
+    CHECK_FALSE((beside_seen && !beside_bf16(*c.format)));  // no bf16 case after the first other one
+    beside_seen = beside_seen || beside_bf16(*c.format);
   }
   // Token counts increase within one (model, format, projection) run.
   CHECK(full[0].tokens == 1);
   CHECK(full[10].tokens == 4096);
   CHECK(full[11].projection == Projection::down);
   CHECK(full[0].model->name == "Ling-3.0-flash");
+  CHECK(full[mxfp4_and_int4 * 2 * 11].format->name == "mxfp4_w4a8");
+  CHECK(full[mxfp4_and_int4 * 2 * 11].model->name == "Ling-3.0-flash");
   CHECK(full.back().model->name == "gpt-oss-120b");
+  CHECK(full.back().format->name == "mxfp4_f16");
+}
+
+TEST_CASE("bench floor: f16 activations move as many bytes as bf16 ones, and are set beside them") {
+  const WeightChoice& f = format("mxfp4_f16");
+  CHECK(f.bf16_twin == "mxfp4");
+  CHECK(format("int4_g128_f16").bf16_twin == "int4_g128");
+  CHECK(format("int4_g128_f16").scale == DType::f16);  // GPTQ's f16 scales
+  CHECK(out_dtype(f) == DType::f16);
+  CHECK(out_dtype(format("mxfp4")) == DType::bf16);
+  CHECK(out_dtype(format("mxfp4_w4a8")) == DType::bf16);
+  CHECK(twin_key(f) == "vs_bf16");
+  CHECK(twin_key(format("mxfp4_w4a8")) == "vs_w4a16");
+  CHECK_FALSE(quantized_act(f));
+  CHECK(beside_bf16(f));
+  CHECK_FALSE(beside_bf16(format("int4_g128")));
+  CHECK(case_act_scale(f) == ActScale::none);
+  for (Arch a : {Arch::sm_80, Arch::sm_90a, Arch::sm_121a}) CHECK(unsupported_on(f, a).empty());
+  const GemmCase c{&model("DeepSeek-V3"), &f, Projection::gate_up, 1};
+  const GemmCase twin{&model("DeepSeek-V3"), &format("mxfp4"), Projection::gate_up, 1};
+  const CaseBytes b = case_bytes(c, 8), t = case_bytes(twin, 8);
+  CHECK(b.weights == t.weights);
+  CHECK(b.scales == t.scales);
+  CHECK(b.act_in == 14336.0);   // 1 row x 7168 x 2
+  CHECK(b.act_out == 32768.0);  // 8 pairs x 2048 x 2 (f16)
+  const GemmCase down{&model("Qwen3-30B-A3B"), &format("int4_g128_f16"), Projection::down, 4};
+  CHECK(expert_scale_bytes(down) == 24576);  // 2048 x 6 groups x 2 bytes (f16)
+  CHECK(case_bytes(down, 20.5).act_in == 49152.0);  // 32 pairs x 768 x 2
 }
 
 TEST_CASE("bench floor: DeepSeek-V3 gate/up, MXFP4, one token") {
@@ -72,7 +107,7 @@ TEST_CASE("bench floor: DeepSeek-V3 gate/up, MXFP4, one token") {
 
 TEST_CASE("bench floor: W4A8 reads one byte per activation and a 4-byte scale per row") {
   const GemmCase c{&model("DeepSeek-V3"), &format("mxfp4_w4a8"), Projection::gate_up, 1};
-  CHECK(format("mxfp4_w4a8").w4a16 == "mxfp4");
+  CHECK(format("mxfp4_w4a8").bf16_twin == "mxfp4");
   const CaseBytes b = case_bytes(c, 8);
   CHECK(b.weights == 117440512.0);  // the same packed weights and scales as W4A16
   CHECK(b.scales == 7340032.0);
@@ -84,7 +119,7 @@ TEST_CASE("bench floor: W4A8 reads one byte per activation and a 4-byte scale pe
 
 TEST_CASE("bench floor: W4A4 reads half a byte per activation and an E8M0 byte per 32") {
   const WeightChoice& f = format("mxfp4_w4a4");
-  CHECK(f.w4a16 == "mxfp4");
+  CHECK(f.bf16_twin == "mxfp4");
   CHECK(case_act_scale(f) == ActScale::block32);
   CHECK(case_act_scale(format("mxfp4_w4a8")) == ActScale::token);
   CHECK(case_act_scale(format("mxfp4")) == ActScale::none);
@@ -174,8 +209,9 @@ TEST_CASE("bench dense GEMM rate: 2 m n k FLOPs over the time") {
 
 TEST_CASE("bench layer cases: both projections' weights, hidden states in and out") {
   const auto layers = enumerate_layer_cases(false);
-  // gpt-oss-120b: MXFP4 only; W4A8 and W4A4 (4 models) at 3 counts.
-  CHECK(layers.size() == (3 * 2 + 1) * 11 + (3 * 2 + 1) * 3 + 4 * 3);
+  // gpt-oss-120b: MXFP4 only; f16 and W4A8 (7 model-format pairs each) and W4A4 (4 models) at
+  // 3 counts.
+  CHECK(layers.size() == (3 * 2 + 1) * 11 + 2 * (3 * 2 + 1) * 3 + 4 * 3);
   const LayerCase c{&model("Ling-3.0-flash"), &format("mxfp4"), 2};
   CHECK(applicable(c));
   CHECK_FALSE(applicable(LayerCase{&model("gpt-oss-120b"), &format("int4_g128"), 2}));

@@ -1,8 +1,8 @@
 // bench_gemm: moejit's grouped GEMM on the GPU (device backend, weights packed by src/quant) at
 // the MoE layer shapes of four models, decode and prefill token counts, MXFP4 and INT4 g128
-// weights, bf16 activations (and W4A8: e4m3 ones with per-token scales; W4A4 on sm_120a /
-// sm_121a: MXFP4 ones; each beside the same case in W4A16), random top-k routing; each case
-// against its memory floor (the
+// weights, bf16 activations (and f16 ones; W4A8: e4m3 ones with per-token scales; W4A4 on
+// sm_120a / sm_121a: MXFP4 ones; each beside the same case with bf16), random top-k routing;
+// each case against its memory floor (the
 // bytes that must move at the device's measured copy bandwidth). Prints or writes one JSON
 // object; bench/gpu/README.md documents its fields.
 //
@@ -138,7 +138,7 @@ KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   r.weights.order = quant::packed_order_for(c.format->act, c.format->weight);
   r.act = c.format->act;
   r.act_scale = case_act_scale(*c.format);
-  r.out = DType::bf16;
+  r.out = out_dtype(*c.format);
   r.layout = Layout::indexed;
   r.epilogue = c.epilogue();
   r.params.m = static_cast<i32>(c.pairs());
@@ -215,8 +215,8 @@ Json settings_json(const Settings& s) {
           {"layers", s.layers},
           {"gemm_rate_size", s.gemm_rate_size},
           {"max_seconds", s.max_seconds},
-          {"activations", "bf16"},
-          {"outputs", "bf16"},
+          {"activations", "the case's act: bf16, f16, e4m3 (per-token f32 scales) or e2m1 (E8M0 per 32)"},
+          {"outputs", "bf16; f16 for f16 activations"},
           {"layout", "indexed"},
           {"routing", "uniform random, topk distinct experts per token"}};
 }
@@ -373,8 +373,8 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   for (float& v : topk_weights) v = tw(rng);
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_topk, upload(l, stream, topk_weights.data(), numel * 4, numel * 4));
 
-  // Activations (bf16, exactly representable; W4A8: e4m3 bytes and one f32 scale per row; W4A4:
-  // e2m1 pairs and rows of E8M0 bytes, 16-byte aligned) and outputs, one of each per weight copy.
+  // Activations (bf16 or f16; W4A8: e4m3 bytes and one f32 scale per row; W4A4: e2m1 pairs and
+  // rows of E8M0 bytes, 16-byte aligned) and outputs, one of each per weight copy.
   const std::uint32_t slots = w.copies;
   const bool w4a8 = is_w4a8(*c.format), w4a4 = is_w4a4(*c.format);
   const std::uint64_t a_bytes = round16(c.a_rows() * act_row_bytes(*c.format, c.k()));
@@ -392,7 +392,8 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
     const std::vector<u8> scales = random_e8m0_rows(c.a_rows(), a_scale_ld, rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a_scales, upload(l, stream, scales.data(), scales.size(), scales.size()));
   } else {
-    const std::vector<u16> a = random_bf16(c.a_rows() * c.k(), rng);
+    const std::vector<u16> a = is_f16_act(*c.format) ? random_f16(c.a_rows() * c.k(), rng)
+                                                     : random_bf16(c.a_rows() * c.k(), rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size() * 2, a_bytes * slots));
   }
   MOEJIT_TRY(replicate(l, stream, d_a, a_bytes, slots));
@@ -455,7 +456,7 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   std::vector<u16> out(std::min<std::uint64_t>(c.pairs() * c.out_columns(), 32u << 20));
   MOEJIT_TRY(l.copy_from_backend(out.data(), d_c.data(), out.size() * 2, stream));
   MOEJIT_TRY(l.synchronize(stream));
-  const auto nonfinite = std::count_if(out.begin(), out.end(), [](u16 h) { return (h & 0x7f80) == 0x7f80; });
+  const auto nonfinite = count_nonfinite(out, out_dtype(*c.format));
 
   const CaseBytes bytes = case_bytes(c, touched);
   const Floor floor = case_floor(bytes, case_flops(c), ceilings.copy_bytes_per_s, ceilings.flops_per_s);
@@ -591,10 +592,11 @@ void run_layers(DeviceLauncher& l, CUstream stream, const Settings& s, const Cei
   summarize();
 }
 
-// Each W4A8 or W4A4 result beside its W4A16 twin (same model, projection or layer, token count;
-// weights of the same format): "vs_w4a16" holds the W4A16 median and w4a16_us / this case's
-// (above 1: the quantized activations are faster), or why there is none.
-void add_w4a16_comparisons(Json& results, std::initializer_list<const char*> keys) {
+// Each result of a format with other than bf16 activations beside its bf16 twin (same model,
+// projection or layer, token count; weights of the same format): under twin_key ("vs_w4a16"
+// for W4A8 and W4A4, "vs_bf16" for f16), the twin's median and twin / this case's (above 1:
+// this one is faster), or why there is none.
+void add_twin_comparisons(Json& results, std::initializer_list<const char*> keys) {
   auto same = [&](const Json& a, const Json& b) {
     return std::all_of(keys.begin(), keys.end(), [&](const char* k) { return a.value(k, Json()) == b.value(k, Json()); });
   };
@@ -602,17 +604,19 @@ void add_w4a16_comparisons(Json& results, std::initializer_list<const char*> key
     const WeightChoice* format = nullptr;
     for (const WeightChoice& f : kWeightChoices)
       if (r.value("format", "") == f.name) format = &f;
-    if (format == nullptr || !quantized_act(*format)) continue;
+    if (format == nullptr || !beside_bf16(*format)) continue;
+    const std::string key(twin_key(*format));
+    const std::string twin_name = quantized_act(*format) ? "W4A16" : "bf16";
     const Json* twin = nullptr;
     for (const Json& o : results)
-      if (o.value("format", "") == format->w4a16 && same(o, r)) twin = &o;
+      if (o.value("format", "") == format->bf16_twin && same(o, r)) twin = &o;
     if (twin == nullptr || !twin->contains("median_us") || !r.contains("median_us")) {
-      r["vs_w4a16"] = {{"none", twin == nullptr ? "the W4A16 case was not run (--formats, --models)"
-                                                : "one of the two has no time (failed or skipped)"}};
+      r[key] = {{"none", twin == nullptr ? "the " + twin_name + " case was not run (--formats, --models)"
+                                         : std::string("one of the two has no time (failed or skipped)")}};
       continue;
     }
-    const double w4a16 = (*twin)["median_us"].get<double>();
-    r["vs_w4a16"] = {{"w4a16_us", w4a16}, {"speedup", w4a16 / r["median_us"].get<double>()}};
+    const double twin_us = (*twin)["median_us"].get<double>();
+    r[key] = {{quantized_act(*format) ? "w4a16_us" : "bf16_us", twin_us}, {"speedup", twin_us / r["median_us"].get<double>()}};
   }
 }
 
@@ -845,8 +849,8 @@ int run(const Settings& s) {
       write_json(s.out, j);  // partial results survive a timeout
     }
   }
-  add_w4a16_comparisons(j["cases"], {"model", "projection", "tokens"});
-  if (j.contains("layers")) add_w4a16_comparisons(j["layers"], {"model", "tokens"});
+  add_twin_comparisons(j["cases"], {"model", "projection", "tokens"});
+  if (j.contains("layers")) add_twin_comparisons(j["layers"], {"model", "tokens"});
   summarize();
   if (s.out.empty()) std::cout << j.dump(2) << "\n";
   else write_json(s.out, j);

@@ -34,14 +34,35 @@ std::uint32_t rotation_copies(DeviceLauncher& l, std::uint64_t layer_bytes, std:
   return copies;
 }
 
-std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng) {
+namespace {
+
+// `count` values uniform in [-2, 2) from a xorshift stream, each through `round`.
+template <class Round>
+std::vector<u16> random_halves(std::uint64_t count, std::mt19937_64& rng, Round round) {
   std::vector<u16> out(count);
   std::uint64_t state = rng() | 1;
   for (u16& v : out) {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    v = prim::twin::f32_to_bf16(static_cast<float>(static_cast<std::int32_t>(state >> 32)) * 0x1p-30f);
+    v = round(static_cast<float>(static_cast<std::int32_t>(state >> 32)) * 0x1p-30f);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng) {
+  return random_halves(count, rng, [](float x) { return prim::twin::f32_to_bf16(x); });
+}
+
+std::vector<u16> random_f16(std::uint64_t count, std::mt19937_64& rng) {
+  return random_halves(count, rng, [](float x) { return prim::twin::f32_to_f16(x); });
+}
+
+std::uint64_t count_nonfinite(std::span<const u16> values, DType dtype) {
+  // All exponent bits set: bf16 0x7f80, f16 0x7c00.
+  const u16 exponent = dtype == DType::f16 ? 0x7c00 : 0x7f80;
+  return static_cast<std::uint64_t>(
+      std::count_if(values.begin(), values.end(), [&](u16 h) { return (h & exponent) == exponent; }));
 }
 
 std::vector<u8> random_e4m3(std::uint64_t count, std::mt19937_64& rng) {

@@ -1,15 +1,17 @@
 #pragma once
 // Host and device data for the GPU benchmarks: uploads, buffers filled by doubling copies of
 // their first block (weights replicated across experts and rotation copies), and random bf16
-// values made fast enough for prefill-sized activations.
+// and f16 values made fast enough for prefill-sized activations.
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "common/types.cuh"
 #include "runtime/device_buffer.hpp"
 #include "runtime/device_launcher.hpp"
+#include "spec/kernel_spec.hpp"
 
 namespace moejit::bench {
 
@@ -31,6 +33,12 @@ std::uint32_t rotation_copies(DeviceLauncher& l, std::uint64_t layer_bytes, std:
 // stream seeded by `rng`: prefill cases need up to 10^8 values, and kernel times do not depend
 // on them.
 std::vector<u16> random_bf16(std::uint64_t count, std::mt19937_64& rng);
+
+// The same for f16 (f16 activations): values uniform in [-2, 2), rounded to f16.
+std::vector<u16> random_f16(std::uint64_t count, std::mt19937_64& rng);
+
+// 16-bit outputs (bf16 or f16, per `dtype`) that are infinite or NaN.
+std::uint64_t count_nonfinite(std::span<const u16> values, DType dtype);
 
 // `count` e4m3 bytes of values uniform in [-448, 448] (the range a per-token amax / 448 scale
 // gives), from the same kind of stream: never a NaN code.

@@ -41,10 +41,13 @@ struct WeightChoice {
   WeightFormat weight;
   DType scale;
   std::uint32_t group;
-  // e4m3: W4A8, weights packed for it, one f32 scale per A row. e2m1: W4A4 (MXFP4 weights,
-  // sm_120a / sm_121a), weights packed for it, one E8M0 byte per A row and 32 k.
+  // f16: W4A16 with f16 activations and outputs, weights packed for them (MXFP4's a16f16 order;
+  // INT4 with f16 scales, as GPTQ exports for f16 models). e4m3: W4A8, weights packed for it,
+  // one f32 scale per A row. e2m1: W4A4 (MXFP4 weights, sm_120a / sm_121a), weights packed for
+  // it, one E8M0 byte per A row and 32 k.
   DType act = DType::bf16;
-  std::string_view w4a16 = {};  // W4A8 / W4A4: the format it is compared with (same weights, bf16 activations)
+  // Every activation but bf16: the format this one is set beside (same weights, bf16 activations).
+  std::string_view bf16_twin = {};
 };
 
 inline constexpr WeightChoice kWeightChoices[] = {
@@ -53,11 +56,22 @@ inline constexpr WeightChoice kWeightChoices[] = {
     {"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3, "mxfp4"},
     {"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3, "int4_g128"},
     {"mxfp4_w4a4", WeightFormat::mxfp4, DType::e8m0, 32, DType::e2m1, "mxfp4"},
+    {"mxfp4_f16", WeightFormat::mxfp4, DType::e8m0, 32, DType::f16, "mxfp4"},
+    {"int4_g128_f16", WeightFormat::int4_sym, DType::f16, 128, DType::f16, "int4_g128"},
 };
 
 inline bool is_w4a8(const WeightChoice& f) { return f.act == DType::e4m3; }
 inline bool is_w4a4(const WeightChoice& f) { return f.act == DType::e2m1; }
-inline bool quantized_act(const WeightChoice& f) { return f.act != DType::bf16; }
+inline bool is_f16_act(const WeightChoice& f) { return f.act == DType::f16; }
+inline bool quantized_act(const WeightChoice& f) { return is_w4a8(f) || is_w4a4(f); }
+// A format set beside its bf16 twin (f16, e4m3, e2m1 activations): run at the quick token
+// counts only, after every bf16 format's cases.
+inline bool beside_bf16(const WeightChoice& f) { return f.act != DType::bf16; }
+// The dtype of A's 16-bit activations and of C: f16 for f16 formats, else bf16.
+inline DType out_dtype(const WeightChoice& f) { return is_f16_act(f) ? DType::f16 : DType::bf16; }
+// The key of a result's ratio to its bf16 twin: "vs_w4a16" for quantized activations (W4A8,
+// W4A4), "vs_bf16" for f16 ones.
+inline std::string_view twin_key(const WeightChoice& f) { return quantized_act(f) ? "vs_w4a16" : "vs_bf16"; }
 // Bytes of one A row of k activations, and of its scales.
 inline std::uint64_t act_row_bytes(const WeightChoice& f, std::uint32_t k) {
   return is_w4a4(f) ? k / 2 : is_w4a8(f) ? k : std::uint64_t{2} * k;
@@ -110,18 +124,21 @@ struct GemmCase {
 inline bool applicable(const GemmCase& c) { return c.k() % c.format->group == 0; }
 
 // Every applicable case, grouped by model, format and projection (so one set of weights serves
-// a run of token counts), token counts increasing. W4A8 and W4A4 formats run at the quick token
-// counts only: enough to set them beside W4A16 without doubling the run.
+// a run of token counts), token counts increasing: first every model's bf16 formats, then the
+// formats set beside them (f16, W4A8, W4A4), which run at the quick token counts only: enough
+// to compare without doubling the run, and a run that spends its time budget loses them first.
 inline std::vector<GemmCase> enumerate_cases(bool quick) {
   std::vector<GemmCase> out;
-  for (const MoeModel& m : kModels)
-    for (const WeightChoice& f : kWeightChoices) {
-      std::span<const std::uint32_t> tokens = quick || quantized_act(f) ? std::span<const std::uint32_t>(kQuickTokens)
-                                                                    : std::span<const std::uint32_t>(kTokens);
-      for (Projection p : {Projection::gate_up, Projection::down})
-        for (std::uint32_t t : tokens)
-          if (GemmCase c{&m, &f, p, t}; applicable(c)) out.push_back(c);
-    }
+  for (const bool beside : {false, true})
+    for (const MoeModel& m : kModels)
+      for (const WeightChoice& f : kWeightChoices) {
+        if (beside_bf16(f) != beside) continue;
+        std::span<const std::uint32_t> tokens = quick || beside ? std::span<const std::uint32_t>(kQuickTokens)
+                                                                : std::span<const std::uint32_t>(kTokens);
+        for (Projection p : {Projection::gate_up, Projection::down})
+          for (std::uint32_t t : tokens)
+            if (GemmCase c{&m, &f, p, t}; applicable(c)) out.push_back(c);
+      }
   return out;
 }
 
@@ -147,8 +164,8 @@ struct CaseBytes {
   double weights = 0;  // packed weights of the touched experts
   double scales = 0;   // their scales (and zero points)
   double bias = 0;     // their bias
-  double act_in = 0;   // A rows read (bf16; W4A8: e4m3 and one f32 scale per row; W4A4: e2m1 and E8M0 per 32)
-  double act_out = 0;  // C rows written (bf16)
+  double act_in = 0;   // A rows read (bf16 or f16; W4A8: e4m3 and one f32 scale per row; W4A4: e2m1 and E8M0 per 32)
+  double act_out = 0;  // C rows written (bf16, f16 for f16 activations)
   double total() const { return weights + scales + bias + act_in + act_out; }
 };
 

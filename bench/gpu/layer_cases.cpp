@@ -13,19 +13,26 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// The format's 16-bit activation dtype (bf16 or f16), or `quantized` for W4A8 / W4A4.
+moejit_dtype_t half_or(const WeightChoice& f, moejit_dtype_t quantized) {
+  return quantized_act(f) ? quantized : is_f16_act(f) ? MOEJIT_DTYPE_F16 : MOEJIT_DTYPE_BF16;
+}
+
 // Copy `copy` of a weight set as the API's packed-weights view (the buffers stay the set's).
 moejit_packed_weights_t packed_view(const WeightSet& w, const GemmCase& c, std::uint32_t copy) {
   moejit_packed_weights_t p;
   moejit_packed_weights_init(&p);
   p.format = c.format->weight == WeightFormat::mxfp4 ? MOEJIT_WEIGHT_MXFP4 : MOEJIT_WEIGHT_INT4_SYM;
   p.group_size = c.format->group;
-  p.scale_dtype = c.format->scale == DType::e8m0 ? MOEJIT_DTYPE_E8M0 : MOEJIT_DTYPE_BF16;
+  p.scale_dtype = c.format->scale == DType::e8m0 ? MOEJIT_DTYPE_E8M0
+                  : c.format->scale == DType::f16 ? MOEJIT_DTYPE_F16
+                                                  : MOEJIT_DTYPE_BF16;
   p.experts = w.experts;
   p.n = c.n();
   p.k = c.k();
   p.act_and_mul = c.projection == Projection::gate_up ? 1 : 0;
   // The packing's activation width.
-  p.act_dtype = is_w4a4(*c.format) ? MOEJIT_DTYPE_E2M1 : is_w4a8(*c.format) ? MOEJIT_DTYPE_E4M3 : MOEJIT_DTYPE_BF16;
+  p.act_dtype = half_or(*c.format, is_w4a4(*c.format) ? MOEJIT_DTYPE_E2M1 : MOEJIT_DTYPE_E4M3);
   p.qweight = const_cast<u8*>(w.weights_of(copy));
   p.scales = const_cast<void*>(w.scales_of(copy));
   p.bias = const_cast<float*>(w.bias_of(copy));
@@ -63,7 +70,8 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_weights, upload(l, stream, weights.data(), pairs * 4, pairs * 4));
   const std::uint32_t slots = std::max(w13.copies, w2.copies);
   const std::uint64_t row_bytes = round16(std::uint64_t{tokens} * hidden * 2);
-  const std::vector<u16> x = random_bf16(std::uint64_t{tokens} * hidden, rng);
+  const std::vector<u16> x = is_f16_act(*c.format) ? random_f16(std::uint64_t{tokens} * hidden, rng)
+                                                    : random_bf16(std::uint64_t{tokens} * hidden, rng);
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_x, upload(l, stream, x.data(), x.size() * 2, row_bytes * slots));
   MOEJIT_TRY(replicate(l, stream, d_x, row_bytes, slots));
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_out, DeviceBuffer::allocate(l, row_bytes * slots));
@@ -77,8 +85,11 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   base.w13 = &p13[0];
   base.w2 = &p2[0];
   base.activation = c.model->activation == Epilogue::swiglu_oai ? MOEJIT_EPILOGUE_SWIGLU_OAI : MOEJIT_EPILOGUE_SILU_AND_MUL;
-  // W4A8 / W4A4: bf16 hidden states, which the layer quantizes (per token to e4m3, per 32 to
-  // MXFP4), as an engine without quantized dispatch sends them.
+  // f16: f16 hidden states and output. W4A8 / W4A4: bf16 hidden states, which the layer
+  // quantizes (per token to e4m3, per 32 to MXFP4), as an engine without quantized dispatch
+  // sends them.
+  base.act_dtype = half_or(*c.format, MOEJIT_DTYPE_BF16);
+  base.out_dtype = is_f16_act(*c.format) ? MOEJIT_DTYPE_F16 : MOEJIT_DTYPE_BF16;
   if (is_w4a8(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_TOKEN;
   if (is_w4a4(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_BLOCK32;
   base.tokens = static_cast<std::int32_t>(tokens);
@@ -110,7 +121,7 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   std::vector<u16> out(std::uint64_t{tokens} * hidden);
   MOEJIT_TRY(l.copy_from_backend(out.data(), d_out.data(), out.size() * 2, stream));
   MOEJIT_TRY(l.synchronize(stream));
-  const auto nonfinite = std::count_if(out.begin(), out.end(), [](u16 h) { return (h & 0x7f80) == 0x7f80; });
+  const auto nonfinite = count_nonfinite(out, out_dtype(*c.format));
 
   const CaseBytes bytes = layer_bytes(c, touched);
   const Floor floor = case_floor(bytes, layer_flops(c), run.copy_bytes_per_s, run.flops_per_s);
