@@ -171,7 +171,8 @@ TEST_CASE("C ABI: callers built before the E4M3 fields keep working with 16-bit 
   constexpr std::uint32_t E = 2, N = 64, K = 128;
   const VllmWeights w = vllm_weights(rng, E, N, K);
   moejit_weights_desc_t d = vllm_desc(w, MOEJIT_ROWS_PLAIN, nullptr);
-  d.struct_size = offsetof(moejit_weights_desc_t, act_dtype);  // the 0.1 struct
+  d.struct_size = offsetof(moejit_weights_desc_t, act_dtype);  // the 0.1 struct's sizeof
+  d.reserved0 = 0xa5a5a5a5u;                                     // its tail padding: garbage, never read
   d.act_dtype = MOEJIT_DTYPE_E4M3;                               // past its end: never read
   auto p = pack(c.ctx, d);
   p->w.struct_size = offsetof(moejit_packed_weights_t, act_dtype);
@@ -268,6 +269,7 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   fails(f, {"'act_scale' = none", "packed for e4m3", "token or block128"});
   f = a;
   f.struct_size = offsetof(moejit_fused_moe_args_t, act_scale);  // a 0.1 caller cannot run W4A8 weights
+  f.reserved0 = 0xa5a5a5a5u;  // the 0.1 struct's tail padding, inside its sizeof: never read
   fails(f, {"'act_scale' = none"});
   f = b;
   f.hidden_scales = nullptr;

@@ -9,7 +9,9 @@
  *    expected value.
  *  - Structs passed in start with `struct_size` = sizeof(the struct) as the caller compiled it,
  *    so that fields can be added at the end without breaking older callers. Initialize them
- *    with the matching *_init function, which sets struct_size and the defaults.
+ *    with the matching *_init function, which sets struct_size and the defaults. A field added
+ *    later starts at or past the older struct's sizeof (a `reserved` field fills what was its
+ *    tail padding), so an older caller's struct_size never covers it.
  *  - Pointers to tensors are device memory for the device backend and host memory for the host
  *    backend. `stream` is a CUstream (NULL: the legacy default stream) on the device backend
  *    and ignored on the host backend, which runs synchronously.
@@ -203,6 +205,8 @@ typedef struct moejit_weights_desc {
                                    error; GPTQ symmetric qzeros are read and must all be 8) */
   const float* bias;            /* optional [E, N] f32 in source row order */
   int32_t source_on_device;     /* device backend: the source tensors are in device memory */
+  uint32_t reserved0;           /* not read: keeps the fields added in 0.2 past the end of the
+                                   0.1 struct, whose sizeof (struct_size) took in this tail padding */
   /* Added in 0.2 (read only when struct_size covers it): the activations the weights will be
      used with. BF16 is the default; MXFP4 weights have a packing for F16 of their own (the E2M1
      bits where an f16 wants them), INT4 weights share one between BF16 and F16. E4M3 packs the
@@ -366,6 +370,8 @@ typedef struct moejit_fused_moe_args {
   uint64_t workspace_bytes;
   int32_t max_tokens;                 /* workspace sized for up to this many tokens (graph
                                          capture at several T); 0: tokens */
+  uint32_t reserved0;                 /* not read: keeps the fields added in 0.2 past the end of
+                                         the 0.1 struct, whose sizeof took in this tail padding */
   /* Added in 0.2 (read only when struct_size covers them): W4A8. When w13 and w2 were packed
      with act_dtype E4M3, both GEMMs run on e4m3 activations with f32 scales of granularity
      act_scale (TOKEN or BLOCK128; BLOCK128 needs H and I multiples of 128). The hidden states

@@ -51,7 +51,17 @@ constexpr bool struct_has(std::uint32_t struct_size, std::size_t offset, std::si
   ::moejit::api::struct_has((ptr)->struct_size, offsetof(std::remove_cvref_t<decltype(*(ptr))>, field), sizeof((ptr)->field))
 
 // The first size of a struct that later releases grew: the offset of its first added field.
-#define MOEJIT_STRUCT_FIRST_SIZE(type, first_added_field) offsetof(type, first_added_field)
+// That offset must be the first release's sizeof: a field placed in the first release's tail
+// padding would be "covered" by an old caller's struct_size = sizeof and read from its padding.
+template <class Struct, std::size_t kFirstAddedOffset>
+constexpr std::size_t struct_first_size() {
+  static_assert(kFirstAddedOffset % alignof(Struct) == 0,
+                "a field added after the first release starts inside that release's tail padding: pad the struct "
+                "so that it starts at the old sizeof");
+  return kFirstAddedOffset;
+}
+#define MOEJIT_STRUCT_FIRST_SIZE(type, first_added_field) \
+  ::moejit::api::struct_first_size<type, offsetof(type, first_added_field)>()
 
 Status check_context(moejit_context_t context);
 
