@@ -306,7 +306,9 @@ typedef struct moejit_grouped_gemm_args {
   const float* topk_weights;     /* TOPK_WEIGHT: one per pair id */
   uint32_t rows_per_expert_hint; /* contiguous/masked tile choice; 0: estimated from m */
   void* workspace;               /* moejit_grouped_gemm_workspace_size bytes, zero-filled once
-                                    before first use (moejit leaves it zero); NULL if 0 bytes */
+                                    before first use (every call leaves it zero, so one buffer
+                                    sized for the largest call serves calls of any size);
+                                    NULL if 0 bytes */
   uint64_t workspace_bytes;
   /* Added in 0.2 (read only when struct_size covers them): quantized activations' scales, in the
      memory of `a`, indexed by A row (the rows `a` holds, as lda counts them). E4M3: f32, TOKEN or

@@ -733,6 +733,9 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // in; the one that counts last adds the slots in split order (its own from registers) and runs
   // the epilogue. No block waits for another, and the sum's order, hence every bit of it, is the
   // same whichever split finishes last. Only rows that hold a token travel through the workspace.
+  // The last split zeroes what it read and the counter: the caller's workspace is left as it
+  // came (zero), since a later launch of other rows or columns puts its counters elsewhere,
+  // possibly where these slots were.
   if constexpr (Spec::split_k > 1) {
     const u32 tile = block_x();  // (row tile, column tile), as grouped_gemm_counter_count counts them
     float* slots = p.workspace + static_cast<u64>(tile) * Spec::split_k * BM * BN;
@@ -770,6 +773,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       for (u32 z = 1; z < Spec::split_k; ++z)
         sum += z == block_z() ? v : slots[static_cast<u64>(z) * BM * BN + r * BN + c];
       v = sum;
+      MOEJIT_UNROLL
+      for (u32 z = 0; z < Spec::split_k; ++z) slots[static_cast<u64>(z) * BM * BN + r * BN + c] = 0.0f;
     });
     if (tid == 0) store_release(counter, 0);  // left at zero for the next launch
   }
