@@ -300,7 +300,10 @@ typedef struct moejit_grouped_gemm_args {
   int32_t block_size;           /* the moe_align block size (16, 32, 64 or 128): the tile rows */
   int32_t a_row_divisor;        /* A row = pair id / a_row_divisor: topk, or 1 */
   /* contiguous */
-  const int32_t* expert_offsets; /* [E + 1] */
+  const int32_t* expert_offsets; /* [E + 1], non-decreasing in [0, m]: expert e's rows are
+                                    offsets[e] .. offsets[e + 1] - 1. Read on the device, where
+                                    each is clamped to [0, m]: bad offsets give wrong rows, never
+                                    reads or writes outside A and C */
   /* masked */
   const int32_t* expert_counts;  /* [E] */
   const float* topk_weights;     /* TOPK_WEIGHT: one per pair id */

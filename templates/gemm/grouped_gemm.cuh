@@ -890,6 +890,9 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
     }
   } else if constexpr (Spec::layout == kernel_enum::contiguous) {
     // Row tile y is the y-th BM-row tile counting experts in order; every warp finds it.
+    // Offsets come from the device: each is clamped to [0, m], so rows outside A and C are never
+    // touched (an expert whose offsets decrease gets no rows).
+    auto offset = [&](u32 e) { return min_of(max_of(p.expert_offsets[e], 0), m); };
     const u32 tile = row_tile;
     u32 before = 0;  // tiles of the experts already passed
     i32 local = -1;
@@ -898,7 +901,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       const u32 e = base + lane;
       u32 tiles = 0;
       if (e < Spec::experts) {
-        const i32 rows = p.expert_offsets[e + 1] - p.expert_offsets[e];
+        const i32 rows = offset(e + 1) - offset(e);
         tiles = rows > 0 ? (static_cast<u32>(rows) + BM - 1) / BM : 0;
       }
       const u32 inclusive = warp_inclusive_sum(tiles);
@@ -912,8 +915,8 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       before += shfl_idx(inclusive, 31);
     }
     if (work.expert < 0) return;
-    const i32 row0 = p.expert_offsets[work.expert] + local * static_cast<i32>(BM);
-    const i32 row_end = p.expert_offsets[work.expert + 1];
+    const i32 row0 = offset(static_cast<u32>(work.expert)) + local * static_cast<i32>(BM);
+    const i32 row_end = offset(static_cast<u32>(work.expert) + 1);
     for (u32 r = tid; r < BM; r += S::kThreads) {
       const i32 row = row0 + static_cast<i32>(r);
       a_offset[r] = row < row_end ? row * p.lda : -1;
