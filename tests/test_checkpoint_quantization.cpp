@@ -162,6 +162,17 @@ TEST_CASE("quantization_config: checkpoints moejit cannot run say why") {
   check_unsupported(read(R"({"quant_method": "bitsandbytes", "load_in_4bit": true})"),
                     {"not a method moejit reads", "compressed-tensors"});
   check_unsupported(read(R"({"bits": 8, "group_size": 128, "quant_method": "gptq"})"), {"8-bit weights"});
+  // The same quantization serialized for other kernels, or in other words.
+  check_unsupported(read(R"({"bits": 4, "group_size": 128, "sym": true, "quant_method": "gptq",
+                             "checkpoint_format": "marlin"})"),
+                    {"checkpoint_format 'marlin'", "gptq or gptq_v2"});
+  check_unsupported(read(R"({"bits": 4, "group_size": 128, "quant_method": "gptq", "is_marlin_format": true})"),
+                    {"is_marlin_format: true"});
+  check_unsupported(read(R"({"bits": 4, "group_size": 128, "quant_method": "gptq", "pack_dtype": "int16"})"),
+                    {"pack_dtype 'int16'", "32 bits"});
+  check_four_bit(read(R"({"bits": 4, "group_size": 128, "sym": true, "quant_method": "gptq",
+                          "checkpoint_format": "gptq_v2", "pack_dtype": "int32", "is_marlin_format": false})"),
+                 "int4-g128", DType::f16);
   check_unsupported(read(R"({"bits": 4, "group_size": 128, "desc_act": true, "quant_method": "gptq"})"),
                     {"act-order", "g_idx"});
   check_unsupported(read(R"({"bits": 4, "group_size": 256, "quant_method": "gptq"})"),

@@ -172,7 +172,10 @@ typedef enum moejit_weight_source {
   MOEJIT_SOURCE_GPTQ_V1 = 3,     /* qweight i32 [E,K/8,N], qzeros i32 [E,K/G,N/8] (NULL:
                                     symmetric), scales [E,K/G,N]; each qzeros word is the packed
                                     zero points minus 0x11111111 as one 32-bit subtraction (what
-                                    AutoGPTQ and GPTQModel write), read back by adding it */
+                                    GPTQModel writes, and AutoGPTQ where no zero point is 0: its
+                                    per-nibble packing turns a 0 into F in that nibble and every
+                                    one above it, which no reader can undo), read back by adding
+                                    it */
   MOEJIT_SOURCE_GPTQ_V2 = 4,     /* as v1, qzeros holding the zero point itself */
   MOEJIT_SOURCE_AWQ = 5,         /* qweight i32 [E,K,N/8], qzeros i32 [E,K/G,N/8], scales [E,K/G,N] */
   /* Added in 0.2: compressed-tensors "pack-quantized" INT4, as llm-compressor exports it (each

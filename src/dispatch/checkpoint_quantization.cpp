@@ -87,6 +87,20 @@ Result<CheckpointQuantization> gptq(const Fields& f, const std::string& method) 
   MOEJIT_ASSIGN_OR_RETURN(auto static_groups, f.boolean("static_groups"));
   MOEJIT_ASSIGN_OR_RETURN(auto sym, f.boolean("sym"));
   MOEJIT_ASSIGN_OR_RETURN(auto group, f.integer("group_size"));
+  // Other serializations of the same quantization (GPTQModel's checkpoint_format, AutoGPTQ's
+  // is_marlin_format, GPTQModel's pack_dtype) hold the weights in layouts no moejit source reads.
+  MOEJIT_ASSIGN_OR_RETURN(auto checkpoint_format, f.string("checkpoint_format"));
+  if (const std::string cf = lowercase(checkpoint_format.value_or("gptq")); cf != "gptq" && cf != "gptq_v2")
+    return unsupported(method, fmt::format("checkpoint_format '{}': its weights are laid out for that kernel; moejit "
+                                           "reads GPTQ's own packing (checkpoint_format gptq or gptq_v2)",
+                                           *checkpoint_format));
+  MOEJIT_ASSIGN_OR_RETURN(auto marlin, f.boolean("is_marlin_format"));
+  if (marlin.value_or(false))
+    return unsupported(method, "is_marlin_format: true (weights serialized for the Marlin kernel): moejit reads "
+                               "GPTQ's own packing");
+  MOEJIT_ASSIGN_OR_RETURN(auto pack_dtype, f.string("pack_dtype"));
+  if (const std::string pd = lowercase(pack_dtype.value_or("int32")); pd != "int32" && pd != "torch.int32")
+    return unsupported(method, fmt::format("pack_dtype '{}': moejit reads GPTQ words of 32 bits (int32)", *pack_dtype));
   if (desc_act.value_or(false) && group.value_or(128) != -1 && !static_groups.value_or(false))
     return unsupported(method, "act-order (desc_act: true): its g_idx permutes the K groups, which moejit does not");
   return int4(method, sym.value_or(true), group.value_or(128), DType::f16);
