@@ -367,6 +367,7 @@ TEST_CASE("fused MoE refusals name the argument and the expected value") {
   };
   auto* map = static_cast<std::int32_t*>(base.map.data);
   auto* ids = static_cast<std::int32_t*>(base.ids.data);
+  const std::vector<std::int32_t> small_map = {0, 1, 2, 3};  // never read: the shapes are refused first
   const std::vector<Refusal> refusals = {
       {"no args", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args'"}, [&] { return moejit_fused_moe(c.ctx, nullptr, nullptr); }},
       {"no w13", MOEJIT_ERROR_INVALID_ARGUMENT, {"w13"}, with([](auto& a) { a.w13 = nullptr; })},
@@ -387,6 +388,10 @@ TEST_CASE("fused MoE refusals name the argument and the expected value") {
        with([](auto& a) { a.global_experts = 16; })},
       {"max_tokens below tokens", MOEJIT_ERROR_INVALID_ARGUMENT, {"max_tokens", "2"},
        with([](auto& a) { a.max_tokens = 2; })},
+      {"global experts past 32-bit ids", MOEJIT_ERROR_INVALID_ARGUMENT, {"'global_experts' = 2147483648", "at most 2147483647"},
+       with([&](auto& a) { a.global_experts = 0x80000000u, a.expert_map = small_map.data(); })},
+      {"routed slots past 32-bit indices", MOEJIT_ERROR_INVALID_ARGUMENT, {"'tokens'", "max_tokens 40000000", "topk 64", "at most 2147483647"},
+       with([](auto& a) { a.max_tokens = 40000000, a.topk = 64; })},
       {"no hidden", MOEJIT_ERROR_INVALID_ARGUMENT, {"'hidden'"}, with([](auto& a) { a.hidden = nullptr; })},
       {"misaligned hidden", MOEJIT_ERROR_INVALID_ARGUMENT, {"'hidden'", "16-byte"},
        with([](auto& a) { a.hidden = static_cast<const char*>(a.hidden) + 2; })},
