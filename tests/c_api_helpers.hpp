@@ -226,9 +226,10 @@ inline moejit_grouped_gemm_args_t contiguous_args(const Packed& p, moejit_dtype_
   return g;
 }
 
-// The relative error of that f32 output against the fp64 reference of `weights` and `a`.
+// The relative error of that f32 output (rows of weights.n floats from `out`) against the fp64
+// reference of `weights` and `a`.
 inline double contiguous_error(const quant::QuantizedWeights& weights, const std::vector<double>& a,
-                               const std::vector<i32>& offsets, const Buffer& out) {
+                               const std::vector<i32>& offsets, const float* out) {
   quant::ReferenceProblem ref;
   ref.layout = Layout::contiguous;
   ref.weights = &weights;
@@ -238,8 +239,12 @@ inline double contiguous_error(const quant::QuantizedWeights& weights, const std
   auto want = quant::reference_grouped_gemm(ref);
   REQUIRE(want.ok());
   std::vector<double> got(static_cast<std::size_t>(offsets.back()) * weights.n);
-  for (std::size_t i = 0; i < got.size(); ++i) got[i] = static_cast<const float*>(out.data)[i];
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = out[i];
   return quant::relative_frobenius_error(got, want->c, weights.n, want->written);
+}
+inline double contiguous_error(const quant::QuantizedWeights& weights, const std::vector<double>& a,
+                               const std::vector<i32>& offsets, const Buffer& out) {
+  return contiguous_error(weights, a, offsets, static_cast<const float*>(out.data));
 }
 
 // Top-2 routing of `tokens` tokens over `experts` experts: two different experts per token, at

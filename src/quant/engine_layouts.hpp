@@ -35,7 +35,8 @@ Result<PackedWeights> pack_vllm_mxfp4(const VllmMxfp4Weights& weights, const Pac
 // moejit adds 0x11111111 back to the word, as GPTQModel's v1 -> v2 conversion does, which every
 // word survives. AutoGPTQ packs z - 1 nibble by nibble instead, the same words while no zero
 // point is 0; a 0 there becomes 0xFFFFFFFF and its OR sets that nibble and all above it to F,
-// which no reader can undo (GPTQModel notes the same loss). Symmetric checkpoints hold words 0x77777777 (v1) / 0x88888888 (v2).
+// which no reader can undo (GPTQModel notes the same loss). Symmetric checkpoints hold words
+// 0x77777777 (v1) / 0x88888888 (v2).
 enum class GptqZeros : u8 { v1 = 1, v2 = 2 };
 
 struct GptqWeights {
