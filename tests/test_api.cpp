@@ -318,7 +318,7 @@ TEST_CASE("C ABI: bad input gives a status and a message naming the argument") {
   moejit_weights_desc_t d = vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr);
   d.n = 48;
   moejit_packed_sizes_t sizes;
-  expect(moejit_packed_weights_size(c.ctx, &d, &sizes), MOEJIT_ERROR_INVALID_ARGUMENT, "'n' = 48: expected a positive multiple of 32");
+  expect(moejit_packed_weights_size(c.ctx, &d, &sizes), MOEJIT_ERROR_INVALID_ARGUMENT, "'desc->n' = 48: expected a positive multiple of 32");
   d = vllm_desc(w13, MOEJIT_ROWS_CONCATENATED, nullptr);
   d.group_size = 64;
   expect(moejit_packed_weights_size(c.ctx, &d, &sizes), MOEJIT_ERROR_INVALID_ARGUMENT, "group");

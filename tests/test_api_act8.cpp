@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "common/numeric.cuh"
 #include "moejit/moejit.h"
@@ -421,4 +423,75 @@ TEST_CASE("C ABI: a fused layer with MXFP4 weights marked for other activations 
       CHECK(finite == (expect_finite ? std::size_t{T * H} : 0));
     }
   }
+}
+
+// The workspace query sizes a layer from shapes alone, so it must refuse what no kernel runs
+// instead of promising a size for a layer every call then refuses.
+TEST_CASE("C ABI: the fused workspace query refuses layers no kernel runs, naming the argument") {
+  auto packed = [](std::uint32_t experts, std::uint32_t n, std::uint32_t k, bool gate_up, moejit_dtype_t act) {
+    moejit_packed_weights_t w;
+    moejit_packed_weights_init(&w);  // shapes only: the query reads no buffer
+    w.format = MOEJIT_WEIGHT_MXFP4;
+    w.group_size = 32;
+    w.scale_dtype = MOEJIT_DTYPE_E8M0;
+    w.experts = experts;
+    w.n = n;
+    w.k = k;
+    w.act_and_mul = gate_up;
+    w.act_dtype = act;
+    return w;
+  };
+  struct Case {
+    const char* name;
+    const char* arch;
+    std::uint32_t experts, hidden, inter;
+    moejit_dtype_t packed_for;
+    moejit_status_t code;
+    std::vector<const char*> words;
+  };
+  const std::vector<Case> cases = {
+      {"W4A8 before sm_89", "sm_80", 4, 256, 128, MOEJIT_DTYPE_E4M3, MOEJIT_ERROR_UNSUPPORTED,
+       {"'w13'", "e4m3", "sm_89 or newer", "sm_80"}},
+      {"W4A8 on sm_86", "sm_86", 4, 256, 128, MOEJIT_DTYPE_E4M3, MOEJIT_ERROR_UNSUPPORTED, {"sm_86"}},
+      {"more local experts than one launch serves", "sm_90a", 5000, 256, 128, MOEJIT_DTYPE_BF16,
+       MOEJIT_ERROR_INVALID_ARGUMENT, {"w13->experts' = 5000", "1 to 4096"}},
+      {"hidden rows longer than moejit quantizes", "sm_90a", 2, 65536 + 128, 128, MOEJIT_DTYPE_E4M3,
+       MOEJIT_ERROR_INVALID_ARGUMENT, {"hidden = 65664", "at most 65536"}},
+      {"intermediate rows longer than moejit quantizes", "sm_90a", 2, 128, 65536 + 128, MOEJIT_DTYPE_E4M3,
+       MOEJIT_ERROR_INVALID_ARGUMENT, {"intermediate = 65664", "at most 65536"}},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.name));
+    TempDir dir;
+    Context ctx(dir, MOEJIT_BACKEND_HOST, nullptr, 0, c.arch);
+    moejit_packed_weights_t w13 = packed(c.experts, 2 * c.inter, c.hidden, true, c.packed_for);
+    moejit_packed_weights_t w2 = packed(c.experts, c.hidden, c.inter, false, c.packed_for);
+    moejit_fused_moe_args_t a;
+    moejit_fused_moe_args_init(&a);
+    a.w13 = &w13;
+    a.w2 = &w2;
+    a.tokens = 4;
+    a.topk = 2;
+    if (c.packed_for == MOEJIT_DTYPE_E4M3) a.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+    std::uint64_t bytes = 0x5a5a5a5a;
+    CHECK(moejit_fused_moe_workspace_size(ctx.ctx, &a, &bytes) == c.code);
+    const std::string message = moejit_last_error();
+    for (const char* word : c.words) CHECK_MESSAGE(message.find(word) != std::string::npos, word << " in: " << message);
+    CHECK(bytes == 0x5a5a5a5a);
+  }
+  // The same layers within the bounds are sized.
+  TempDir dir;
+  Context ctx(dir, MOEJIT_BACKEND_HOST, nullptr, 0, "sm_89");
+  moejit_packed_weights_t w13 = packed(4096, 256, 256, true, MOEJIT_DTYPE_E4M3);
+  moejit_packed_weights_t w2 = packed(4096, 256, 128, false, MOEJIT_DTYPE_E4M3);
+  moejit_fused_moe_args_t a;
+  moejit_fused_moe_args_init(&a);
+  a.w13 = &w13;
+  a.w2 = &w2;
+  a.tokens = 4;
+  a.topk = 2;
+  a.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+  std::uint64_t bytes = 0;
+  CHECK_MESSAGE(moejit_fused_moe_workspace_size(ctx.ctx, &a, &bytes) == MOEJIT_OK, std::string(moejit_last_error()));
+  CHECK(bytes > 0);
 }

@@ -193,28 +193,84 @@ TEST_CASE("weight packing refusals name the argument and the expected value") {
        }},
       {"unknown format", MOEJIT_ERROR_INVALID_ARGUMENT, {"format", "9"},
        size_with([](auto& d) { d.format = static_cast<moejit_weight_format_t>(9); })},
-      {"MXFP4 group 64", MOEJIT_ERROR_INVALID_ARGUMENT, {"group_size", "64", "32"},
+      {"MXFP4 group 64", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->group_size' = 64", "32 for MXFP4"},
        size_with([](auto& d) { d.group_size = 64; })},
-      {"MXFP4 with bf16 scales", MOEJIT_ERROR_INVALID_ARGUMENT, {"scale", "e8m0"},
+      {"MXFP4 with bf16 scales", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->scale_dtype' = bf16", "E8M0 for MXFP4"},
        size_with([](auto& d) { d.scale_dtype = MOEJIT_DTYPE_BF16; })},
-      {"n not a multiple of 32", MOEJIT_ERROR_INVALID_ARGUMENT, {"'n'", "48"}, size_with([](auto& d) { d.n = 48; })},
-      {"k not a multiple of 32", MOEJIT_ERROR_INVALID_ARGUMENT, {"'k'", "40"}, size_with([](auto& d) { d.k = 40; })},
-      {"no experts", MOEJIT_ERROR_INVALID_ARGUMENT, {"experts", "0"}, size_with([](auto& d) { d.experts = 0; })},
+      {"n not a multiple of 32", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->n' = 48", "multiple of 32"}, size_with([](auto& d) { d.n = 48; })},
+      {"k not a multiple of 32", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->k' = 40", "multiple of"}, size_with([](auto& d) { d.k = 40; })},
+      {"no experts", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->experts' = 0", "1 to 4096"}, size_with([](auto& d) { d.experts = 0; })},
       {"unknown source", MOEJIT_ERROR_INVALID_ARGUMENT, {"source", "9"},
        size_with([](auto& d) { d.source = static_cast<moejit_weight_source_t>(9); })},
       {"unknown row order", MOEJIT_ERROR_INVALID_ARGUMENT, {"rows", "5"},
        size_with([](auto& d) { d.rows = static_cast<moejit_row_order_t>(5); })},
-      {"INT4 group 48", MOEJIT_ERROR_INVALID_ARGUMENT, {"group_size", "48"},
+      {"INT4 group 48", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->group_size' = 48", "32, 64 or 128 for INT4"},
        size_with([](auto& d) {
          d.format = MOEJIT_WEIGHT_INT4_SYM;
          d.scale_dtype = MOEJIT_DTYPE_BF16;
          d.source = MOEJIT_SOURCE_PLAIN_CODES;
          d.group_size = 48;
        })},
+      {"MXFP4 group 0 (per-channel is INT4's)", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->group_size' = 0", "32 for MXFP4"},
+       size_with([](auto& d) { d.group_size = 0; })},
+      {"INT4 with E8M0 scales", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->scale_dtype' = e8m0", "BF16 or F16 for INT4"},
+       size_with([](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_SYM;
+         d.source = MOEJIT_SOURCE_PLAIN_CODES;
+       })},
+      {"INT4 group not dividing k", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->k' = 192", "group_size = 128"},
+       size_with([](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_SYM;
+         d.scale_dtype = MOEJIT_DTYPE_BF16;
+         d.source = MOEJIT_SOURCE_PLAIN_CODES;
+         d.group_size = 128;
+         d.k = 192;
+       })},
+      // Shapes no kernel addresses are refused when sized, before their byte counts (which would
+      // wrap 64 bits: E x N x K here is about 2^95) are computed; sizing needs no tensors.
+      {"experts past one launch", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->experts' = 4097", "1 to 4096"},
+       size_with([](auto& d) { d.experts = 4097; })},
+      {"wrapping shape, no tensors", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->experts' = 4294967295"},
+       size_with([](auto& d) {
+         d.experts = 0xffffffffu, d.n = d.k = 0xffffffe0u;
+         d.qweight = d.scales = nullptr;
+       })},
+      {"n past 2^20", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->n' = 1048608", "at most 1048576"},
+       size_with([](auto& d) { d.n = (1u << 20) + 32; })},
+      {"one expert past 2^31 bytes", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'desc->n' = 1048576", "'desc->k' = 8192", "4294967296 bytes", "at most 2147483648"},
+       size_with([](auto& d) { d.n = 1u << 20, d.k = 8192; })},
+      {"E2M1 activations with INT4 weights", MOEJIT_ERROR_INVALID_ARGUMENT, {"a4 (e2m1 activations)", "int4_sym", "mxfp4"},
+       size_with([](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_SYM;
+         d.scale_dtype = MOEJIT_DTYPE_BF16;
+         d.source = MOEJIT_SOURCE_PLAIN_CODES;
+         d.group_size = 32;
+         d.act_dtype = MOEJIT_DTYPE_E2M1;
+       })},
+      {"E2M1 activations with k not a multiple of 64", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->k' = 96", "multiple of 64"},
+       size_with([](auto& d) {
+         d.k = 96;
+         d.act_dtype = MOEJIT_DTYPE_E2M1;
+       })},
       {"zero points for a format without them", MOEJIT_ERROR_INVALID_ARGUMENT, {"zeros"},
        size_with([&](auto& d) { d.zeros = layer.w13_scales.data(); })},
-      {"compressed-tensors MXFP4", MOEJIT_ERROR_INVALID_ARGUMENT, {"compressed_tensors", "not mxfp4", "int4_sym"},
+      {"compressed-tensors MXFP4", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'desc->format' = mxfp4", "compressed_tensors", "int4_sym"},
        size_with([](auto& d) { d.source = MOEJIT_SOURCE_COMPRESSED_TENSORS; })},
+      {"GPTQ MXFP4", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->format' = mxfp4", "GPTQ", "int4_sym or int4_asym"},
+       size_with([](auto& d) { d.source = MOEJIT_SOURCE_GPTQ_V2; })},
+      {"vLLM MXFP4 layout with INT4", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->format' = int4_sym", "vllm_mxfp4", "expected mxfp4"},
+       size_with([](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_SYM;
+         d.scale_dtype = MOEJIT_DTYPE_BF16;
+       })},
+      {"AWQ symmetric", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->format' = int4_sym", "awq", "int4_asym"},
+       size_with([](auto& d) {
+         d.format = MOEJIT_WEIGHT_INT4_SYM;
+         d.scale_dtype = MOEJIT_DTYPE_BF16;
+         d.source = MOEJIT_SOURCE_AWQ;
+       })},
       {"compressed-tensors asymmetric without zero points", MOEJIT_ERROR_INVALID_ARGUMENT,
        {"'zeros' is null", "weight_zero_point"},
        size_with([](auto& d) {
@@ -231,6 +287,15 @@ TEST_CASE("weight packing refusals name the argument and the expected value") {
        })},
   };
   for (const auto& r : refusals) check_refusal(r);
+
+  // Sizing reads no tensor: the sizes of a description without data pointers are the same.
+  moejit_weights_desc_t d = layer.w13_desc();
+  moejit_packed_sizes_t with_data{}, without_data{};
+  REQUIRE(moejit_packed_weights_size(c.ctx, &d, &with_data) == MOEJIT_OK);
+  d.qweight = d.scales = nullptr;
+  REQUIRE(moejit_packed_weights_size(c.ctx, &d, &without_data) == MOEJIT_OK);
+  CHECK(std::memcmp(&with_data, &without_data, sizeof with_data) == 0);
+  CHECK(with_data.qweight_bytes == std::uint64_t{Layer::E} * 2 * Layer::I * Layer::H / 2);
 
   // Packing into buffers that do not fit: nothing written past them, and the message names the
   // buffer and its size.

@@ -288,7 +288,14 @@ TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
   m.scales.pop_back();
   check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, N, K}).status(), Code::invalid_argument,
               {"mxfp4 scales has", "E*N*K/32"});
-  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, 40, K}).status(), Code::invalid_argument, {"N = 40"});
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, 40, K}).status(), Code::invalid_argument, {"'n' = 40"});
+  // Shapes no kernel can address are refused before their sizes are computed (they would wrap).
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, 4097, N, K}).status(), Code::invalid_argument,
+              {"'experts' = 4097", "1 to 4096"});
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, (1u << 20) + 32, K}).status(), Code::invalid_argument,
+              {"'n' = 1048608", "at most 1048576"});
+  check_error(pack_vllm_mxfp4({m.blocks, m.scales, E, 1u << 20, 1u << 20}).status(), Code::invalid_argument,
+              {"'n' = 1048576", "'k' = 1048576", "549755813888 bytes", "at most 2147483648"});
 
   const QuantizedWeights asym = random_logical(rng, WeightFormat::int4_asym, 32, DType::f16, E, N, K, 1);
   auto g = to_gptq(asym, GptqZeros::v1);

@@ -362,11 +362,11 @@ TEST_CASE("packers check their arguments first") {
   Rng rng;
   MOEJIT_QUANT_SEED(rng);
   QuantizedWeights w = random_logical(rng, WeightFormat::int4_asym, 32, DType::bf16, 2, 48, 64);
-  check_error(pack(w).status(), Code::invalid_argument, {"N = 48", "multiple of 32"});
+  check_error(pack(w).status(), Code::invalid_argument, {"'n' = 48", "multiple of 32"});
   w = random_logical(rng, WeightFormat::int4_asym, 32, DType::bf16, 2, 64, 96);
   CHECK(pack(w).ok());
   w = random_logical(rng, WeightFormat::int4_asym, 48, DType::bf16, 2, 64, 48);  // per-channel, K % 32 != 0
-  check_error(pack(w).status(), Code::invalid_argument, {"K = 48", "multiple of 32"});
+  check_error(pack(w).status(), Code::invalid_argument, {"'k' = 48", "multiple of 32"});
   w = random_logical(rng, WeightFormat::int4_sym, 64, DType::bf16, 2, 64, 96);
   check_error(pack(w).status(), Code::invalid_argument, {"k = 96", "group_size = 64"});
   w = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, 2, 64, 64);
@@ -380,7 +380,7 @@ TEST_CASE("packers check their arguments first") {
   {
     QuantizedWeights odd = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, 2, 64, 96);
     check_error(pack(odd, {.order = PackedOrder::a4}).status(), Code::invalid_argument,
-                {"K = 96 with order a4", "multiple of 64"});
+                {"'k' = 96 with order a4", "multiple of 64"});
   }
   w.codes.pop_back();
   check_error(pack(w).status(), Code::invalid_argument, {"codes has 8191 elements", "8192"});
@@ -400,4 +400,30 @@ TEST_CASE("packers check their arguments first") {
               {"rows = plain", "act-and-mul", "concatenated or interleaved"});
   packed->qweight.pop_back();
   check_error(unpack(*packed, RowOrder::concatenated).status(), Code::invalid_argument, {"qweight has"});
+}
+
+TEST_CASE("the per-call extent test and the checked one agree at every bound") {
+  const u32 experts[] = {0, 1, kMaxExperts, kMaxExperts + 1, 0xffffffffu};
+  const u32 extents[] = {0, 16, 32, 48, 4096, kMaxPackedExtent - 32, kMaxPackedExtent, kMaxPackedExtent + 32, 0xffffffe0u};
+  int fitting = 0;
+  for (u32 e : experts)
+    for (u32 n : extents)
+      for (u32 k : extents) {
+        CAPTURE(e);
+        CAPTURE(n);
+        CAPTURE(k);
+        const Status s = check_packed_extents(e, n, k, "w->");
+        CHECK(s.ok() == packed_extents_fit(e, n, k));
+        // Within the bounds no byte count of the layout can wrap: the whole model's tiles fit.
+        if (s.ok()) {
+          ++fitting;
+          CHECK(packed_weight_bytes(e, n, k) / e == static_cast<u64>(n) * k / 2);
+        } else {
+          CHECK(s.message().find("'w->") != std::string::npos);
+        }
+      }
+  // 1 x 2^20 x 2^11 bytes is the largest expert (2^31): n = 2^20 fits with k up to 4096.
+  CHECK(packed_extents_fit(1, kMaxPackedExtent, 4096));
+  CHECK(!packed_extents_fit(1, kMaxPackedExtent, 4096 + 32));
+  CHECK(fitting > 0);
 }

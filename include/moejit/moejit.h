@@ -199,7 +199,8 @@ typedef struct moejit_weights_desc {
   uint32_t group_size;          /* 32 for MXFP4; 32, 64, 128 for INT4; per-channel INT4: 0
                                    (also K, or (uint32_t)-1 as GPTQ configs write it) */
   moejit_dtype_t scale_dtype;   /* E8M0 for MXFP4; BF16 or F16 for INT4 */
-  uint32_t experts, n, k;       /* n and k multiples of 32 */
+  uint32_t experts, n, k;       /* experts 1 to 4096; n and k multiples of 32 of at most 2^20,
+                                   with n * k / 2 (one expert's packed bytes) at most 2^31 */
   moejit_weight_source_t source;
   moejit_row_order_t rows;
   const void* qweight;
@@ -233,7 +234,7 @@ typedef struct moejit_packed_weights {
   void* qweight;                /* 16-byte aligned */
   void* scales;                 /* 16-byte aligned */
   void* zeros;                  /* INT4_ASYM, 16-byte aligned; else NULL */
-  float* bias;                  /* when the source had a bias, else NULL */
+  float* bias;                  /* when the source had a bias (8-byte aligned), else NULL */
   uint64_t qweight_bytes, scales_bytes, zeros_bytes, bias_bytes;  /* sizes of the buffers above */
   /* Added in 0.2 (read only when struct_size covers it; else BF16): the activations the tiles
      were packed for, set by moejit_pack_weights from the source's act_dtype: BF16 (INT4 weights:
@@ -254,7 +255,9 @@ typedef struct moejit_packed_sizes {
 
 void moejit_packed_weights_init(moejit_packed_weights_t* packed);
 
-/* Buffer sizes moejit_pack_weights needs for `desc` (validates the description). */
+/* Buffer sizes moejit_pack_weights needs for `desc`, after checking the description as packing
+   does. Reads no tensor: qweight, scales and zeros may be NULL here; bias_bytes is 0 unless
+   desc->bias is set (a bias is packed only when one is given). */
 moejit_status_t moejit_packed_weights_size(moejit_context_t context, const moejit_weights_desc_t* desc,
                                            moejit_packed_sizes_t* sizes);
 
@@ -351,14 +354,17 @@ moejit_status_t moejit_grouped_gemm(moejit_context_t context, const moejit_group
    a top-k reduction in fixed k order (deterministic). */
 typedef struct moejit_fused_moe_args {
   uint32_t struct_size;
-  const moejit_packed_weights_t* w13; /* N = 2I, K = H, act_and_mul */
+  const moejit_packed_weights_t* w13; /* N = 2I, K = H, act_and_mul; at most 4096 local experts */
   const moejit_packed_weights_t* w2;  /* N = H, K = I; same experts as w13 */
-  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16; E4M3 for W4A8, E2M1 for W4A4
-                                         (below) */
+  moejit_dtype_t act_dtype;           /* hidden states: BF16 or F16; E4M3 for W4A8 (sm_89 and
+                                         newer), E2M1 for W4A4 (sm_120a / sm_121a) (below).
+                                         With W4A8/W4A4 weights, rows moejit quantizes (16-bit
+                                         hidden states, and the intermediate) hold at most 65536
+                                         values */
   moejit_dtype_t out_dtype;           /* BF16, F16 or F32 */
   moejit_epilogue_t activation;       /* SILU_AND_MUL or SWIGLU_OAI */
   int32_t tokens;                     /* T > 0 */
-  uint32_t topk;
+  uint32_t topk;                      /* 1 to 64 */
   uint32_t global_experts;            /* range of topk_ids; 0: w13->experts */
   const void* hidden;                 /* [T, H] act dtype, 16-byte aligned (as is output); E2M1:
                                          H / 2 bytes per row */
@@ -411,7 +417,9 @@ typedef struct moejit_fused_moe_args {
 void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
 /* Reads shapes only (the w13/w2 descriptors' formats and shapes, tokens/max_tokens, topk,
    global_experts, dtypes, activation): every data pointer may be NULL, the weights' buffers
-   (and their sizes) too, so engines size the workspace at start-up, before loading weights. */
+   (and their sizes) too, so engines size the workspace at start-up, before loading weights.
+   A layer that moejit_fused_moe would refuse for its shapes, dtypes or the context's target is
+   refused here with the same message. */
 moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const moejit_fused_moe_args_t* args,
                                                 uint64_t* bytes);
 moejit_status_t moejit_fused_moe(moejit_context_t context, const moejit_fused_moe_args_t* args, void* stream);

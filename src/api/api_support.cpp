@@ -86,11 +86,12 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
   if (launch && w->format == MOEJIT_WEIGHT_INT4_ASYM && w->zeros == nullptr)
     return error(Code::invalid_argument, "argument '{}->zeros' is null: expected the packed zero points of int4_asym weights",
                  argument);
-  if (w->group_size == 0 || w->k % w->group_size != 0 || w->n % 32 != 0 || w->k % 32 != 0 || w->experts == 0)
-    return error(Code::invalid_argument,
-                 "argument '{}': E x N x K = {} x {} x {} with group {}: expected a packed shape (E > 0, N and K "
-                 "multiples of 32, the group dividing K)",
-                 argument, w->experts, w->n, w->k, w->group_size);
+  // Bounded before any size is computed from them (unbounded, E x N x K wraps 64 bits).
+  if (!quant::packed_extents_fit(w->experts, w->n, w->k))
+    return quant::check_packed_extents(w->experts, w->n, w->k, fmt::format("{}->", argument));
+  if (w->group_size == 0 || w->k % w->group_size != 0)
+    return error(Code::invalid_argument, "argument '{}->group_size' = {}: expected a group dividing k = {}", argument,
+                 w->group_size, w->k);
   // The buffers must be exactly what the shape packs to: a wrong size means wrong weights.
   const std::uint64_t e = w->experts, n = w->n, k = w->k, groups = w->k / w->group_size;
   const std::uint64_t want[4] = {e * n * k / 2,

@@ -37,10 +37,22 @@ Result<dispatch::WeightSourceDesc> source_desc(const moejit_weights_desc_t* d) {
     return error(Code::invalid_argument, "argument 'desc->rows' = {}: expected a moejit_row_order_t (0..2)",
                  static_cast<int>(d->rows));
   MOEJIT_ASSIGN_OR_RETURN(DType scale, api::dtype_of(d->scale_dtype, "desc->scale_dtype"));
+  // The format's own fields, named as the caller wrote them (before per-channel becomes K).
+  const bool mxfp4 = d->format == MOEJIT_WEIGHT_MXFP4;
+  const std::uint32_t g = d->group_size;
+  if (mxfp4 ? g != 32 : !(g == 32 || g == 64 || g == 128 || g == 0 || g == UINT32_MAX || (g == d->k && g != 0)))
+    return error(Code::invalid_argument, "argument 'desc->group_size' = {}: expected {}", g,
+                 mxfp4 ? "32 for MXFP4 (one E8M0 scale per 32 k)"
+                       : "32, 64 or 128 for INT4, or per-channel: 0 (also K, or (uint32_t)-1)");
+  if (mxfp4 ? scale != DType::e8m0 : scale != DType::bf16 && scale != DType::f16)
+    return error(Code::invalid_argument, "argument 'desc->scale_dtype' = {}: expected {}", to_string(scale),
+                 mxfp4 ? "E8M0 for MXFP4" : "BF16 or F16 for INT4");
+  if (g != 0 && g != UINT32_MAX && d->k % g != 0)
+    return error(Code::invalid_argument, "argument 'desc->k' = {}: expected a multiple of group_size = {}", d->k, g);
   dispatch::WeightSourceDesc w;
   w.format = static_cast<WeightFormat>(d->format);
   // Per-channel: 0 is the spelling moejit writes; K, and GPTQ's -1, mean the same.
-  w.group_size = d->group_size == 0 || d->group_size == UINT32_MAX ? d->k : d->group_size;
+  w.group_size = g == 0 || g == UINT32_MAX ? d->k : g;
   w.scale = scale;
   w.experts = d->experts;
   w.n = d->n;

@@ -189,6 +189,15 @@ Status check_shapes(const FusedMoeRequest& r) {
       return error(Code::invalid_argument,
                    "argument 'act_scale' = {}: hidden = {} and intermediate = {}; expected both multiples of {}",
                    to_string(r.act_scale), r.w13.k, r.w2.k, block);
+    // The rows moejit quantizes (the hidden states it is given in 16 bits, always the gate/up
+    // output) are held by one block each.
+    for (const auto& [quantized, name, value] :
+         {std::tuple{quantizes_hidden(r), "hidden", r.w13.k}, std::tuple{true, "intermediate", r.w2.k}})
+      if (quantized && value > kActQuantizeMaxColumns)
+        return error(Code::invalid_argument,
+                     "argument 'w13'/'w2': {} = {} with weights packed for {} activations; expected at most {} (the "
+                     "rows moejit quantizes)",
+                     name, value, packed_for(r.w13.order), kActQuantizeMaxColumns);
   } else if (!act_scale_fits(r.act, r.act_scale)) {
     return error(Code::invalid_argument,
                  "argument 'act_scale' = {}: the weights were packed for 16-bit activations; expected none (scales "
@@ -366,6 +375,17 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBu
   return g;
 }
 
+// The caller's weights on this context's target. Warm-up enumerates specs for targets without
+// checking this: it lists each GEMM that cannot be built there instead of stopping.
+Status check_target(const FusedMoeRequest& r, Arch arch) {
+  if (quantized_act(r) == DType::e4m3 && arch_info(arch).sm < 89)
+    return error(Code::unsupported,
+                 "argument 'w13': packed for e4m3 activations (W4A8), which need the FP8 mma of sm_89 or newer; this "
+                 "target is {} (pack for bf16 or f16 activations there)",
+                 arch_info(arch).name);
+  return {};
+}
+
 }  // namespace
 
 Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
@@ -407,6 +427,7 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
 
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   MOEJIT_TRY(check_shapes(r));
+  MOEJIT_TRY(check_target(r, arch));
   // The split-K region is largest at some T up to max_tokens; only decode tiles split, and the
   // tile rows grow with T, so the scan stops at the first T past them.
   std::uint64_t split = 0;
@@ -414,6 +435,10 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
   for (std::int32_t t = 1; t <= std::max(r.max_tokens, r.tokens); ++t) {
     at.tokens = t;
     MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(at, arch, Backend::device, sms));
+    // A size is promised only for a layer whose kernels exist: each spec passes the checks that
+    // compiling it would make (the run checks them when it resolves them).
+    for (const KernelSpec* spec : {&s.align, &s.up, &s.down, &s.quantize_hidden, &s.quantize_intermediate, &s.reduce})
+        if (spec->op != Op::none) MOEJIT_TRY(validate_spec(*spec));
     if (s.align.bm > kMaxSplitRows) break;
     split = std::max(split, split_region(s.up, s.down, t * static_cast<std::int32_t>(r.topk)).bytes);
   }
@@ -423,6 +448,7 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   MOEJIT_TRY(check_data(r));
   const Arch arch = ctx.launcher.arch();
+  MOEJIT_TRY(check_target(r, arch));
   MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
   MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream));
   const i32 numel = r.tokens * static_cast<i32>(r.topk);

@@ -103,6 +103,7 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
 Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch arch, Backend backend,
                                              std::uint32_t sms) {
   MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, arch, backend, sms));
+  MOEJIT_TRY(validate_spec(spec));  // a size only for a GEMM whose kernel exists
   const GemmTiles tiles = grouped_gemm_tiles(spec, r.params.m);
   return grouped_gemm_partial_bytes(spec, tiles) + grouped_gemm_counter_count(spec, tiles) * sizeof(std::uint32_t);
 }

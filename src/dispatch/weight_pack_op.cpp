@@ -16,12 +16,10 @@ struct SourceBytes {
 };
 
 Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
-  if (d.experts == 0) return error(Code::invalid_argument, "argument 'experts' = 0: expected at least one expert");
-  if (d.n == 0 || d.n % 32 != 0)
-    return error(Code::invalid_argument, "argument 'n' = {}: expected a positive multiple of 32", d.n);
-  if (d.k == 0 || d.k % 32 != 0)
-    return error(Code::invalid_argument, "argument 'k' = {}: expected a positive multiple of 32", d.k);
-  MOEJIT_TRY(quant::check_weight_format(d.format, d.group_size, d.scale, d.k));
+  // What packing will check, checked before any size is computed: the sizes of shapes no kernel
+  // can address could wrap, and a description the packer refuses must not be sized either.
+  MOEJIT_TRY(quant::check_pack_shape({d.format, d.group_size, d.scale, d.experts, d.n, d.k}, d.rows, d.order,
+                                             "desc->"));
   // Zero points given where the format has none would be dropped without a word. GPTQ's are read
   // (a symmetric checkpoint's must all be 8), everyone else's are a mistake.
   const bool gptq = d.source == WeightSource::gptq_v1 || d.source == WeightSource::gptq_v2;
@@ -41,16 +39,25 @@ Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
       b.zeros = d.format == WeightFormat::int4_asym ? e * n * groups : 0;
       return b;
     case WeightSource::vllm_mxfp4:
-      if (!mxfp4) return error(Code::invalid_argument, "source vllm_mxfp4 holds MXFP4 weights, not {}", to_string(d.format));
+      if (!mxfp4)
+        return error(Code::invalid_argument,
+                     "argument 'desc->format' = {} with source vllm_mxfp4: expected mxfp4 (the layout holds MXFP4 "
+                     "weights)",
+                     to_string(d.format));
       b.qweight = e * n * k / 2;
       b.scales = e * n * k / 32;
       return b;
     case WeightSource::gptq_v1:
     case WeightSource::gptq_v2:
     case WeightSource::awq:
-      if (mxfp4) return error(Code::invalid_argument, "GPTQ and AWQ sources hold INT4 weights, not mxfp4");
+      if (mxfp4)
+        return error(Code::invalid_argument,
+                     "argument 'desc->format' = mxfp4 with a GPTQ or AWQ source: expected int4_sym or int4_asym (the "
+                     "layouts hold INT4 weights)");
       if (d.source == WeightSource::awq && d.format != WeightFormat::int4_asym)
-        return error(Code::invalid_argument, "source awq holds asymmetric INT4 (int4_asym), not {}", to_string(d.format));
+        return error(Code::invalid_argument,
+                     "argument 'desc->format' = {} with source awq: expected int4_asym (AWQ weights have zero points)",
+                     to_string(d.format));
       b.qweight = e * k * n / 2;
       b.scales = e * groups * n * 2;
       b.zeros = d.zeros ? e * groups * (n / 8) * 4 : 0;
@@ -60,8 +67,8 @@ Result<SourceBytes> source_bytes(const WeightSourceDesc& d) {
     case WeightSource::compressed_tensors:
       if (mxfp4)
         return error(Code::invalid_argument,
-                     "source compressed_tensors holds pack-quantized INT4 weights, not mxfp4: expected int4_sym or "
-                     "int4_asym");
+                     "argument 'desc->format' = mxfp4 with source compressed_tensors: expected int4_sym or "
+                     "int4_asym (pack-quantized INT4 weights)");
       b.qweight = e * n * k / 2;
       b.scales = e * n * groups * 2;
       b.zeros = d.zeros ? e * (n / 8) * groups * 4 : 0;

@@ -13,6 +13,7 @@ using namespace std::string_view_literals;
 // Each thread keeps at most this many 8-column vectors of its row in registers.
 constexpr std::uint32_t kMaxVectorsPerThread = 8;
 constexpr std::uint32_t kColumnsPerWarp = 32 * 8 * kMaxVectorsPerThread;
+static_assert(kActQuantizeMaxColumns == 32 * kColumnsPerWarp, "the longest row is 32 warps' columns");
 
 Status quantize_fields(const KernelSpec& s) {
   MOEJIT_TRY(spec_checks::unused_zero(s, {"op"sv, "arch"sv, "backend"sv, "act"sv, "out"sv, "act_scale"sv, "n"sv,

@@ -14,6 +14,9 @@ namespace moejit {
 
 extern const KernelDef kActQuantizeKernel;
 
+// The longest row one block quantizes: 32 warps, each holding 2048 columns in registers.
+inline constexpr std::uint32_t kActQuantizeMaxColumns = 32 * 2048;
+
 // The spec that quantizes rows of `n` `act` values on `arch` / `backend` with `act_scale` scales
 // (block32: to e2m1, else to e4m3).
 KernelSpec act_quantize_spec(DType act, ActScale act_scale, std::uint32_t n, Arch arch, Backend backend);

@@ -14,10 +14,6 @@ namespace {
 constexpr std::string_view kOp = "grouped_gemm";
 
 
-// Bounds of n and k (see gemm_fields).
-constexpr std::uint32_t kMaxGemmExtent = 1u << 20;
-constexpr std::uint64_t kMaxExpertWeightBytes = 1ull << 31;
-
 Status gemm_fields(const KernelSpec& s) {
   const bool mxfp4 = s.weight == WeightFormat::mxfp4;
   MOEJIT_TRY(spec_checks::one_of("weight", to_string(s.weight), s.weight != WeightFormat::none,
@@ -65,15 +61,15 @@ Status gemm_fields(const KernelSpec& s) {
     return error(Code::invalid_argument, "field 'k' = {}: expected a positive multiple of 32 (the packed weight tile)", s.k);
   // The kernel addresses one expert's packed weights (n * k / 2 bytes) and its scale rows with
   // 32-bit offsets; bound both sizes so that no offset can wrap (real models are far below).
-  if (s.n > kMaxGemmExtent)
-    return error(Code::invalid_argument, "field 'n' = {}: expected at most {}", s.n, kMaxGemmExtent);
-  if (s.k > kMaxGemmExtent)
-    return error(Code::invalid_argument, "field 'k' = {}: expected at most {}", s.k, kMaxGemmExtent);
-  if (static_cast<std::uint64_t>(s.n) * s.k / 2 > kMaxExpertWeightBytes)
+  if (s.n > kMaxPackedExtent)
+    return error(Code::invalid_argument, "field 'n' = {}: expected at most {}", s.n, kMaxPackedExtent);
+  if (s.k > kMaxPackedExtent)
+    return error(Code::invalid_argument, "field 'k' = {}: expected at most {}", s.k, kMaxPackedExtent);
+  if (static_cast<std::uint64_t>(s.n) * s.k / 2 > kMaxExpertPackedBytes)
     return error(Code::invalid_argument,
                  "fields 'n' = {} and 'k' = {}: one expert's packed weights would be {} bytes; expected at "
                  "most {} (the kernel's 32-bit in-expert offsets)",
-                 s.n, s.k, static_cast<std::uint64_t>(s.n) * s.k / 2, kMaxExpertWeightBytes);
+                 s.n, s.k, static_cast<std::uint64_t>(s.n) * s.k / 2, kMaxExpertPackedBytes);
   if (mxfp4 && s.group_size != 32)
     return error(Code::invalid_argument, "field 'group_size' = {}: expected 32 for mxfp4 (one E8M0 scale per 32 k)",
                  s.group_size);
@@ -85,7 +81,7 @@ Status gemm_fields(const KernelSpec& s) {
     if (s.k % s.group_size != 0)
       return error(Code::invalid_argument, "field 'group_size' = {}: does not divide k = {}", s.group_size, s.k);
   }
-  MOEJIT_TRY(spec_checks::range("experts", s.experts, 1, 4096, kOp));
+  MOEJIT_TRY(spec_checks::range("experts", s.experts, 1, kMaxExperts, kOp));
   MOEJIT_TRY(spec_checks::pow2("bm", s.bm, 16, 128, kOp));
   MOEJIT_TRY(spec_checks::pow2("bn", s.bn, 32, 256, kOp));
   MOEJIT_TRY(spec_checks::pow2("bk", s.bk, 32, 256, kOp));

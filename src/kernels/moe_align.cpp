@@ -1,5 +1,6 @@
 #include "kernels/moe_align.hpp"
 
+#include "gemm/grouped_gemm_params.cuh"
 #include "kernels/spec_checks.hpp"
 #include "spec/arch.hpp"
 
@@ -10,7 +11,7 @@ using namespace std::string_view_literals;
 
 Status align_fields(const KernelSpec& s) {
   MOEJIT_TRY(spec_checks::unused_zero(s, {"op"sv, "arch"sv, "backend"sv, "warps"sv, "bm"sv, "experts"sv}));
-  MOEJIT_TRY(spec_checks::range("experts", s.experts, 1, 4096, "moe_align"));
+  MOEJIT_TRY(spec_checks::range("experts", s.experts, 1, kMaxExperts, "moe_align"));
   MOEJIT_TRY(spec_checks::pow2("bm", s.bm, 8, 256, "moe_align"));
   MOEJIT_TRY(spec_checks::range("warps", s.warps, 1, 32, "moe_align"));
   return {};

@@ -22,17 +22,29 @@ u16 PackedWeights::scale_bits(u32 e, u32 group, u32 column) const {
   return bits;
 }
 
-namespace detail {
+Status check_packed_extents(u32 experts, u32 n, u32 k, std::string_view owner) {
+  if (experts == 0 || experts > kMaxExperts)
+    return error(Code::invalid_argument, "argument '{}experts' = {}: expected 1 to {} (the experts one launch serves)",
+                 owner, experts, kMaxExperts);
+  if (n == 0 || n % kTileN != 0 || n > kMaxPackedExtent)
+    return error(Code::invalid_argument,
+                 "argument '{}n' = {}: expected a positive multiple of {} (the packed tile width) of at most {}", owner,
+                 n, kTileN, kMaxPackedExtent);
+  if (k == 0 || k % kTileK != 0 || k > kMaxPackedExtent)
+    return error(Code::invalid_argument,
+                 "argument '{}k' = {}: expected a positive multiple of {} (the packed tile depth) of at most {}", owner,
+                 k, kTileK, kMaxPackedExtent);
+  if (const u64 bytes = packed_weight_bytes(1, n, k); bytes > kMaxExpertPackedBytes)
+    return error(Code::invalid_argument,
+                 "arguments '{}n' = {} and '{}k' = {}: one expert's packed weights would be {} bytes; expected at most "
+                 "{} (the kernels' 32-bit offsets within an expert)",
+                 owner, n, owner, k, bytes, kMaxExpertPackedBytes);
+  return ok_status();
+}
 
-Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order) {
+Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order, std::string_view owner) {
+  MOEJIT_TRY(check_packed_extents(shape.experts, shape.n, shape.k, owner));
   MOEJIT_TRY(check_weight_format(shape.format, shape.group_size, shape.scale_dtype, shape.k));
-  if (shape.experts == 0) return error(Code::invalid_argument, "E = 0: expected at least one expert");
-  if (shape.n == 0 || shape.n % kTileN != 0)
-    return error(Code::invalid_argument, "N = {}: expected a positive multiple of {} (the packed tile width)",
-                 shape.n, kTileN);
-  if (shape.k % kTileK != 0)
-    return error(Code::invalid_argument, "K = {}: expected a positive multiple of {} (the packed tile depth)",
-                 shape.k, kTileK);
   if (rows != RowOrder::plain && rows != RowOrder::concatenated && rows != RowOrder::interleaved)
     return error(Code::invalid_argument, "rows = {}: expected plain, concatenated or interleaved",
                  static_cast<int>(rows));
@@ -52,10 +64,13 @@ Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder ord
                  to_string(shape.format));
   if (order == PackedOrder::a4 && shape.k % 64 != 0)
     return error(Code::invalid_argument,
-                 "K = {} with order a4 (e2m1 activations): expected a multiple of 64 (its tiles pair up per 64 k)",
-                 shape.k);
+                 "argument '{}k' = {} with order a4 (e2m1 activations): expected a multiple of 64 (its tiles pair up "
+                 "per 64 k)",
+                 owner, shape.k);
   return ok_status();
 }
+
+namespace detail {
 
 namespace {
 

@@ -6,6 +6,7 @@
 // Packers from the layouts engines hold (vLLM MXFP4, GPTQ, AWQ) are in engine_layouts.hpp.
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "gemm/grouped_gemm_params.cuh"
@@ -24,6 +25,30 @@ enum class RowOrder : u8 {
 };
 
 const char* row_order_name(RowOrder order);
+
+// A packed shape some kernel can use: 1 to kMaxExperts experts, N and K positive multiples of 32
+// of at most kMaxPackedExtent, one expert's tiles at most kMaxExpertPackedBytes. Within these
+// bounds no byte count of the layout overflows. Errors name the fields as `owner` followed by
+// experts, n and k ("desc->" names 'desc->n').
+Status check_packed_extents(u32 experts, u32 n, u32 k, std::string_view owner);
+// The same test without a message, for paths that run per call.
+constexpr bool packed_extents_fit(u32 experts, u32 n, u32 k) {
+  return experts >= 1 && experts <= kMaxExperts && n >= 1 && n % kTileN == 0 && n <= kMaxPackedExtent && k >= 1 &&
+         k % kTileK == 0 && k <= kMaxPackedExtent && packed_weight_bytes(1, n, k) <= kMaxExpertPackedBytes;
+}
+
+// What a packer needs to know besides the tensors.
+struct WeightShape {
+  WeightFormat format = WeightFormat::none;
+  u32 group_size = 0;
+  DType scale_dtype = DType::none;
+  u32 experts = 0, n = 0, k = 0;
+};
+
+// Everything a packer checks before it reads a tensor: the packed extents (fields named after
+// `owner`), the format, the row order and the tile order. The pack op sizes only what passes.
+Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order = PackedOrder::a16,
+                        std::string_view owner = "");
 
 // The packed column of logical row `row` of an N-row weight, and its inverse. For act-and-mul
 // orders they go through act_and_mul_column_of / act_and_mul_{output,half}_of_column.

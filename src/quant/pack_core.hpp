@@ -20,16 +20,9 @@ struct ExpertView {
 // Loads expert `e` into scratch the loader owns; the view must stay valid until the next call.
 using ExpertLoader = std::function<Result<ExpertView>(u32 e)>;
 
-// What a packer needs to know besides the tensors.
-struct WeightShape {
-  WeightFormat format = WeightFormat::none;
-  u32 group_size = 0;
-  DType scale_dtype = DType::none;
-  u32 experts = 0, n = 0, k = 0;
-};
-
-// The format, the packed shape (E > 0, N % 32, K % 32) and the row order; names the bad argument.
-Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order = PackedOrder::a16);
+// The description every packer checks first (declared in pack.hpp, where the pack op sees it too).
+using quant::check_pack_shape;
+using quant::WeightShape;
 
 // Packs every expert of `load` (shape checked first, then the bias size).
 Result<PackedWeights> pack_experts(const WeightShape& shape, const PackOptions& options, const ExpertLoader& load);

@@ -159,6 +159,13 @@ constexpr u32 packed_word_bit(PackedOrder order, bool mxfp4, u32 e, u32 b) {
   return 4 * int4_nibble_of_element(e) + b;
 }
 
+// The packed shapes the kernels address: N and K up to 2^20 each, one expert's tiles within
+// 32-bit offsets, and up to 4096 experts (the align kernel counts them in shared memory). Every
+// byte count of a packed shape within these bounds fits in 64 bits with room to spare.
+inline constexpr u32 kMaxPackedExtent = 1u << 20;
+inline constexpr u64 kMaxExpertPackedBytes = 1ull << 31;
+inline constexpr u32 kMaxExperts = 4096;
+
 constexpr u64 packed_weight_bytes(u64 experts, u64 n, u64 k) { return experts * n * k / 2; }
 
 // Byte offset of tile (nt, kt) of an expert.
