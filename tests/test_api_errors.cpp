@@ -531,6 +531,27 @@ TEST_CASE("warm-up and prepare refusals name the argument and the expected value
        warm_with([](auto& m) { m.format = static_cast<moejit_weight_format_t>(9); })},
       {"MXFP4 group 128", MOEJIT_ERROR_INVALID_ARGUMENT, {"group_size", "128"},
        warm_with([](auto& m) { m.group_size = 128; })},
+      {"MXFP4 group 0 (per-channel is INT4's)", MOEJIT_ERROR_INVALID_ARGUMENT, {"'group_size' = 0", "32 for mxfp4"},
+       warm_with([](auto& m) { m.group_size = 0; })},
+      {"INT4 with E8M0 scales", MOEJIT_ERROR_INVALID_ARGUMENT, {"'scale_dtype' = e8m0", "bf16 or f16 for INT4"},
+       warm_with([](auto& m) { m.format = MOEJIT_WEIGHT_INT4_SYM; })},
+      {"E2M1 activations with INT4 weights", MOEJIT_ERROR_INVALID_ARGUMENT, {"e2m1 with int4_sym weights", "mxfp4"},
+       warm_with([](auto& m) {
+         m.format = MOEJIT_WEIGHT_INT4_SYM;
+         m.scale_dtype = MOEJIT_DTYPE_BF16;
+         m.act_dtype = MOEJIT_DTYPE_E2M1;
+         m.act_scale = MOEJIT_ACT_SCALE_BLOCK32;
+       })},
+      // Warm-up plans every T up to max_tokens: an unbounded one ran for hours before failing.
+      {"max_tokens past what warm-up plans", MOEJIT_ERROR_INVALID_ARGUMENT, {"'max_tokens' = 4294967295", "1 to 1048576"},
+       warm_with([](auto& m) { m.max_tokens = 0xffffffffu; })},
+      {"max_tokens 0", MOEJIT_ERROR_INVALID_ARGUMENT, {"'max_tokens' = 0"}, warm_with([](auto& m) { m.max_tokens = 0; })},
+      {"more local experts than one launch serves", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'experts' = 8192", "at most 4096 experts per rank"}, warm_with([](auto& m) { m.experts = 8192; })},
+      {"an intermediate size whose gate/up rows wrap 32 bits", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'intermediate' = 2147483648", "[4, 4294967296, 64]"}, warm_with([](auto& m) { m.intermediate = 1u << 31; })},
+      {"hidden past 2^20", MOEJIT_ERROR_INVALID_ARGUMENT, {"'hidden' = 1048608", "at most 1048576"},
+       warm_with([](auto& m) { m.hidden = (1u << 20) + 32; })},
       {"tensor parallel not dividing the intermediate size", MOEJIT_ERROR_INVALID_ARGUMENT, {"tensor_parallel", "3"},
        warm_with([](auto& m) { m.tensor_parallel = 3; })},
       {"expert parallel not dividing the experts", MOEJIT_ERROR_INVALID_ARGUMENT, {"expert_parallel", "3"},

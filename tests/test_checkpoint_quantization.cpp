@@ -287,6 +287,9 @@ TEST_CASE("quantization_config: malformed fields are errors naming the field, ke
   contains(message(R"({"quant_method": 5})"), "'quant_method' = 5: expected a string");
   contains(message(R"({"quant_method": "gptq", "group_size": "128"})"), "'group_size' = \"128\": expected an integer");
   contains(message(R"({"quant_method": "gptq", "sym": "yes"})"), "'sym' = \"yes\": expected true or false");
+  // Past INT64_MAX: read as a signed integer it would be -1, GPTQ's per-channel group.
+  contains(message(R"({"quant_method": "gptq", "bits": 4, "group_size": 18446744073709551615, "desc_act": true})"),
+           "'group_size' = 18446744073709551615: expected an integer of at most 9223372036854775807");
   contains(message(R"({"quant_method": "compressed-tensors", "config_groups": []})"),
            "'config_groups' = []: expected an object");
   contains(message(R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": 4}}})"),

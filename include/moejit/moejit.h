@@ -438,7 +438,11 @@ typedef struct moejit_model_desc {
   moejit_epilogue_t activation; /* default SILU_AND_MUL */
   uint32_t tensor_parallel;     /* intermediate is split this many ways (default 1) */
   uint32_t expert_parallel;     /* experts are split this many ways (default 1) */
-  uint32_t max_tokens;          /* largest T the engine runs (default 8192) */
+  uint32_t max_tokens;          /* largest T the engine runs (default 8192; 1 to 2^20, and
+                                   max_tokens x topk + 127 per local expert below 2^31). Each
+                                   rank's weights must be packed shapes: at most 4096 local
+                                   experts, hidden and 2 x intermediate per rank at most 2^20,
+                                   hidden x intermediate per rank at most 2^31 */
   /* Added in 0.2 (read only when struct_size covers it): with act_dtype E4M3 the layer is W4A8
      (weights packed for E4M3, hidden states in BF16, F16 or E4M3; see moejit_fused_moe_args_t)
      and this is its scales' granularity, TOKEN or BLOCK128; with E2M1 it is W4A4 (MXFP4 weights

@@ -35,8 +35,13 @@ struct Fields {
   Result<std::optional<std::int64_t>> integer(const char* key) const {
     const json* v = find(key);
     if (v == nullptr) return std::optional<std::int64_t>{};
+    // Unsigned values past INT64_MAX would read back negative (a group_size of 2^64 - 1 as -1,
+    // GPTQ's per-channel): refused rather than reinterpreted.
     if (!v->is_number_integer())
       return error(Code::invalid_argument, "{}: '{}' = {}: expected an integer", what, key, json_excerpt(*v));
+    if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected an integer of at most {}", what, key,
+                   json_excerpt(*v), INT64_MAX);
     return std::optional<std::int64_t>{v->get<std::int64_t>()};
   }
   Result<std::optional<bool>> boolean(const char* key) const {

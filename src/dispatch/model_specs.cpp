@@ -10,6 +10,7 @@
 #include "quant/pack.hpp"
 #include "spec/arch.hpp"
 #include "spec/device_profiles.hpp"
+#include "spec/spec_fields.hpp"
 
 namespace moejit::dispatch {
 
@@ -31,8 +32,40 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
                  m.expert_parallel, m.experts);
   if (m.topk == 0 || m.topk > m.experts)
     return error(Code::invalid_argument, "model field 'topk' = {}: expected 1 to experts = {}", m.topk, m.experts);
-  if (m.max_tokens == 0) return error(Code::invalid_argument, "model field 'max_tokens' = 0: expected > 0");
   const std::uint32_t inter = m.intermediate / m.tensor_parallel, local = m.experts / m.expert_parallel;
+  // Each rank's weights must be packed shapes a kernel addresses (as packing requires).
+  if (inter > kMaxPackedExtent / 2 || !quant::packed_extents_fit(local, 2 * inter, m.hidden) ||
+      !quant::packed_extents_fit(local, m.hidden, inter))
+    return error(Code::invalid_argument,
+                 "model fields 'experts' = {}, 'hidden' = {}, 'intermediate' = {} (expert_parallel {}, tensor_parallel "
+                 "{}): each rank's gate/up weights are [{}, {}, {}]; expected at most {} experts per rank, "
+                 "hidden and 2 x intermediate per rank at most {}, and hidden x intermediate per rank at most {} "
+                 "(one expert's packed bytes)",
+                 m.experts, m.hidden, m.intermediate, m.expert_parallel, m.tensor_parallel, local,
+                 2 * static_cast<std::uint64_t>(inter), m.hidden, kMaxExperts, kMaxPackedExtent,
+                 kMaxExpertPackedBytes);
+  // Warm-up plans every T up to max_tokens; the run refuses calls whose routed slots (T x topk,
+  // padded per local expert) pass the kernels' 32-bit indices.
+  constexpr std::uint32_t kMaxWarmTokens = 1u << 20;
+  const std::uint64_t slots = std::uint64_t{m.max_tokens} * m.topk + std::uint64_t{local} * 127;
+  if (m.max_tokens == 0 || m.max_tokens > kMaxWarmTokens || slots > 2147483647u)
+    return error(Code::invalid_argument,
+                 "model field 'max_tokens' = {}: expected 1 to {}, with max_tokens x topk ({}) + 127 per local expert "
+                 "({}) at most 2^31 - 1",
+                 m.max_tokens, kMaxWarmTokens, m.topk, local);
+  // The weight format's own fields, named as the caller wrote them.
+  const bool mxfp4 = m.format == WeightFormat::mxfp4;
+  if (mxfp4 && m.group_size != 32)
+    return error(Code::invalid_argument, "model field 'group_size' = {}: expected 32 for mxfp4 (one E8M0 scale per 32 k)",
+                 m.group_size);
+  if (m.format != WeightFormat::none && (mxfp4 ? m.scale != DType::e8m0 : m.scale != DType::bf16 && m.scale != DType::f16))
+    return error(Code::invalid_argument, "model field 'scale_dtype' = {}: expected {}", to_string(m.scale),
+                 mxfp4 ? "e8m0 for mxfp4" : "bf16 or f16 for INT4");
+  if (m.act == DType::e2m1 && !mxfp4)
+    return error(Code::invalid_argument,
+                 "model field 'act' = e2m1 with {} weights: expected mxfp4 weights (the block-scaled mma takes e2m1 x "
+                 "e2m1)",
+                 to_string(m.format));
   // Group 0 is per-channel: each projection's scale group spans its own K.
   const std::uint32_t g13 = m.group_size ? m.group_size : m.hidden, g2 = m.group_size ? m.group_size : inter;
   MOEJIT_TRY(quant::check_weight_format(m.format, g13, m.scale, m.hidden));
