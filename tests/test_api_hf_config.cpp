@@ -128,6 +128,21 @@ TEST_CASE("C ABI: config.json refusals say why and leave the descriptor alone") 
               MOEJIT_ERROR_INVALID_ARGUMENT, {"config_json", "expert count"});
   expect_error(read("{not json", m), MOEJIT_ERROR_INVALID_ARGUMENT, {"config_json", "not valid JSON"});
   untouched();
+  // Experts with another activation than moejit's (Grok-1's GELU): not described as SiLU.
+  const char* grok = R"({"model_type": "grok-1", "hidden_size": 6144, "intermediate_size": 32768,
+    "num_local_experts": 8, "num_experts_per_tok": 2, "hidden_act": "gelu"})";
+  expect_error(read(grok, m), MOEJIT_ERROR_UNSUPPORTED, {"'hidden_act' = \"gelu\"", "silu"});
+  untouched();
+  expect_error(read(R"({"hidden_size": 64, "intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 2,
+    "hidden_activation": 3})", m),
+               MOEJIT_ERROR_INVALID_ARGUMENT, {"'hidden_activation' = 3", "expected a string"});
+  untouched();
+  // gpt-oss's SwiGLU is chosen by its model_type, whatever its hidden_act says.
+  const char* gpt_oss = R"({"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
+    "num_local_experts": 128, "num_experts_per_tok": 4, "hidden_act": "silu"})";
+  REQUIRE(read(gpt_oss, m) == MOEJIT_OK);
+  CHECK(m.activation == MOEJIT_EPILOGUE_SWIGLU_OAI);
+  m = before;
   expect_error(moejit_model_desc_from_hf_config(nullptr, 3, &m), MOEJIT_ERROR_INVALID_ARGUMENT, {"'config_json' is null"});
   const std::string ok = kimi_like(kInt4G32);
   expect_error(moejit_model_desc_from_hf_config(ok.data(), ok.size(), nullptr), MOEJIT_ERROR_INVALID_ARGUMENT,

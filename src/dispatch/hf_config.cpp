@@ -71,7 +71,25 @@ Result<MoeLayerShape> parse_hf_config(std::string_view text, std::string_view wh
                                            what, "experts per token"));
   if (s.topk > s.experts)
     return error(Code::invalid_argument, "{}: {} experts per token but only {} experts", what, s.topk, s.experts);
-  if (s.model_type == "gpt_oss") s.activation = Epilogue::swiglu_oai;
+  if (s.model_type == "gpt_oss") {
+    s.activation = Epilogue::swiglu_oai;  // its clamped SwiGLU, whatever hidden_act says
+  } else {
+    // The experts' activation: moejit's gated one is SiLU. Another (Grok's GELU, Gemma's
+    // hidden_activation) would be warmed and described as SiLU without a word.
+    for (const char* key : {"hidden_act", "hidden_activation"}) {
+      auto act = doc.find(key);
+      if (act == doc.end() || act->is_null()) continue;
+      if (!act->is_string())
+        return error(Code::invalid_argument, "{}: '{}' = {}: expected a string (e.g. \"silu\")", what, key,
+                     json_excerpt(*act));
+      const std::string name = act->get<std::string>();
+      if (name != "silu" && name != "swish")
+        return error(Code::unsupported,
+                     "{}: '{}' = \"{}\": moejit's experts use SiLU-gated (silu, swish) or gpt-oss's SwiGLU "
+                     "activations",
+                     what, key, name);
+    }
+  }
   return s;
 }
 
