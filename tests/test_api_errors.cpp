@@ -373,7 +373,7 @@ TEST_CASE("grouped GEMM refusals name the argument and the expected value") {
        with([](auto& g) { g.epilogue = static_cast<moejit_epilogue_t>(7); })},
       {"act-and-mul on plain rows", MOEJIT_ERROR_INVALID_ARGUMENT, {"epilogue", "silu_and_mul"},
        with([](auto& g) { g.epilogue = MOEJIT_EPILOGUE_SILU_AND_MUL; })},
-      {"negative m", MOEJIT_ERROR_INVALID_ARGUMENT, {"'m'", "-1"}, with([](auto& g) { g.m = -1; })},
+      {"negative m", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->m' = -1"}, with([](auto& g) { g.m = -1; })},
       {"no activations", MOEJIT_ERROR_INVALID_ARGUMENT, {"'a'"}, with([](auto& g) { g.a = nullptr; })},
       {"misaligned activations", MOEJIT_ERROR_INVALID_ARGUMENT, {"'a'", "16-byte"},
        with([&](auto& g) { g.a = static_cast<const char*>(a.data) + 8; })},
@@ -391,6 +391,39 @@ TEST_CASE("grouped GEMM refusals name the argument and the expected value") {
        })},
       {"topk weight without the indexed layout", MOEJIT_ERROR_INVALID_ARGUMENT, {"epilogue", "topk_weight"},
        with([](auto& g) { g.epilogue = MOEJIT_EPILOGUE_TOPK_WEIGHT; })},
+      {"no rows, with an epilogue the layout cannot run", MOEJIT_ERROR_INVALID_ARGUMENT, {"topk_weight", "indexed"},
+       with([](auto& g) {
+         g.m = 0;
+         g.epilogue = MOEJIT_EPILOGUE_TOPK_WEIGHT;
+       })},
+      {"lda whose last row's offset passes 2^60", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'args->lda' = 288230376151711744", "at most 144115188075855872", "8 rows of A"},
+       with([](auto& g) { g.lda = std::int64_t{1} << 58; })},
+      {"ldc whose last row's offset passes 2^60", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->ldc' = 4611686018427387904"},
+       with([](auto& g) { g.ldc = std::int64_t{1} << 62; })},
+      {"masked rows past 32-bit row numbers", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'args->m' = 1073741823", "4 experts", "at most 2^31 - 1"},
+       with([](auto& g) {
+         g.layout = MOEJIT_LAYOUT_MASKED;
+         g.m = 1073741823;
+       })},
+      {"masked rows past 32-bit row numbers, sized", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->m' = 1073741823"},
+       [&] {
+         auto g = valid();
+         g.layout = MOEJIT_LAYOUT_MASKED;
+         g.m = 1073741823;
+         return moejit_grouped_gemm_workspace_size(c.ctx, &g, &bytes);
+       }},
+      {"scale slabs without block128 scales", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'args->a_scale_expert_stride' = 64 with act_scale none", "expected 0"},
+       with([](auto& g) {
+         g.layout = MOEJIT_LAYOUT_MASKED;
+         g.a_scale_ld = 8;
+         g.a_scale_expert_stride = 64;
+       })},
+      {"column-major scales without block128 scales", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'args->a_scale_k_stride' = 8 with act_scale none", "expected 0 or 1"},
+       with([](auto& g) { g.a_scale_k_stride = 8; })},
       {"workspace size query without bytes out", MOEJIT_ERROR_INVALID_ARGUMENT, {"'bytes'"},
        [&] {
          auto g = valid();

@@ -290,19 +290,25 @@ typedef struct moejit_grouped_gemm_args {
   moejit_layout_t layout;
   moejit_epilogue_t epilogue;   /* act-and-mul epilogues need act_and_mul weights */
   int32_t m;                    /* indexed: pairs (tokens*topk, also the padding sentinel);
-                                   contiguous: rows; masked: max rows per expert */
+                                   contiguous: rows; masked: max rows per expert,
+                                   with experts x m at most 2^31 - 1 */
   const void* a;                /* [rows, lda] act dtype, 16-byte aligned rows (E2M1: lda / 2
                                    bytes per row, two codes per byte) */
-  int64_t lda;                  /* in elements */
-  void* c;                      /* [rows, ldc] out dtype (N/2 columns for act-and-mul) */
-  int64_t ldc;
+  int64_t lda;                  /* in elements: at least K, rows 16 bytes apart (a multiple of 8
+                                   BF16/F16, 16 E4M3, 32 E2M1 elements) */
+  void* c;                      /* [rows, ldc] out dtype (N/2 columns for act-and-mul); 4-byte
+                                   aligned (8 for F32) */
+  int64_t ldc;                  /* even, at least the output columns. lda, ldc and a_scale_ld
+                                   times the rows (m; masked: experts x m) stay below 2^60 */
   /* indexed: vLLM moe_align_block_size output, aligned over THIS weights' experts. The grid
      covers m + min(m, experts) * (block_size - 1) slots, so pairs of experts that live on other
      ranks must get no slots (vLLM's align with an expert_map and invalid experts ignored, or
      moejit_fused_moe, which aligns so). Blocks whose expert is outside [0, experts) are skipped. */
-  const int32_t* sorted_token_ids;
+  const int32_t* sorted_token_ids; /* at least *num_tokens_post_pad entries */
   const int32_t* expert_ids;    /* local expert of each block, -1 for unused blocks */
-  const int32_t* num_tokens_post_pad;
+  const int32_t* num_tokens_post_pad; /* a multiple of block_size within the slots above, as
+                                         vLLM's align writes it; read on the device, so not
+                                         checked: a larger count reads past sorted_token_ids */
   int32_t block_size;           /* the moe_align block size (16, 32, 64 or 128): the tile rows */
   int32_t a_row_divisor;        /* A row = pair id / a_row_divisor: topk, or 1 */
   /* contiguous */
@@ -314,7 +320,7 @@ typedef struct moejit_grouped_gemm_args {
   const int32_t* expert_counts;  /* [E] */
   const float* topk_weights;     /* TOPK_WEIGHT: one per pair id */
   uint32_t rows_per_expert_hint; /* contiguous/masked tile choice; 0: estimated from m */
-  void* workspace;               /* moejit_grouped_gemm_workspace_size bytes, zero-filled once
+  void* workspace;               /* moejit_grouped_gemm_workspace_size bytes, 16-byte aligned, zero-filled once
                                     before first use (every call leaves it zero, so one buffer
                                     sized for the largest call serves calls of any size);
                                     NULL if 0 bytes */
@@ -323,7 +329,8 @@ typedef struct moejit_grouped_gemm_args {
      memory of `a`, indexed by A row (the rows `a` holds, as lda counts them). E4M3: f32, TOKEN or
      BLOCK128. E2M1: E8M0 bytes, BLOCK32, rows 16-byte aligned. */
   moejit_act_scale_t act_scale;  /* TOKEN or BLOCK128 with E4M3; BLOCK32 with E2M1; NONE otherwise */
-  const void* a_scales;          /* f32 (E4M3) or uint8_t E8M0 (E2M1) */
+  const void* a_scales;          /* f32 (E4M3, 4-byte aligned) or uint8_t E8M0 (E2M1, 16-byte
+                                    aligned) */
   int64_t a_scale_ld;            /* BLOCK128: floats between rows, at least K / 128; BLOCK32: bytes
                                     between rows, a multiple of 16 of at least K / 32 */
   /* Added in 0.2 (read only when struct_size covers them; else 0): BLOCK128 scales stored

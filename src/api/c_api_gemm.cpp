@@ -31,7 +31,33 @@ Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args
     r.params.a_scales = a->a_scales;
     r.params.a_scale_ld = a->a_scale_ld;
   }
+  MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));
+  if (a->m < 0) return error(Code::invalid_argument, "argument 'args->m' = {}: expected >= 0", a->m);
+  // Offsets are row x stride in elements of at most 4 bytes: bounded so that the last row's stays
+  // below 2^60 (no buffer is larger), no product of a stride wraps in the checks or the kernel.
+  const std::int64_t rows = r.layout == Layout::masked ? std::int64_t{r.weights.experts} * a->m : a->m;
+  auto bounded = [](const char* name, std::int64_t stride, std::int64_t count, const char* counted) -> Status {
+    if (count > 0 && stride > (std::int64_t{1} << 60) / count)
+      return error(Code::invalid_argument,
+                   "argument 'args->{}' = {}: expected at most {} for {} {} (the last one's offset must stay below "
+                   "2^60 elements)",
+                   name, stride, (std::int64_t{1} << 60) / count, count, counted);
+    return {};
+  };
+  MOEJIT_TRY(bounded("lda", a->lda, rows, "rows of A"));
+  MOEJIT_TRY(bounded("ldc", a->ldc, rows, "rows of C"));
+  if (r.act_scale != ActScale::none) MOEJIT_TRY(bounded("a_scale_ld", a->a_scale_ld, rows, "rows of scales"));
   if (MOEJIT_STRUCT_HAS(a, a_scale_expert_stride)) {
+    MOEJIT_TRY(bounded("a_scale_k_stride", a->a_scale_k_stride, r.weights.k / 128 + 1, "128-k blocks"));
+    MOEJIT_TRY(bounded("a_scale_expert_stride", a->a_scale_expert_stride, r.weights.experts, "experts"));
+    // Only BLOCK128 scales have a column-major or per-expert-slab layout.
+    if (r.act_scale != ActScale::block128 && (a->a_scale_k_stride > 1 || a->a_scale_expert_stride != 0))
+      return error(Code::invalid_argument,
+                   "argument 'args->{}' = {} with act_scale {}: expected {} (only BLOCK128 scales are read column-major "
+                   "or in expert slabs)",
+                   a->a_scale_expert_stride != 0 ? "a_scale_expert_stride" : "a_scale_k_stride",
+                   a->a_scale_expert_stride != 0 ? a->a_scale_expert_stride : a->a_scale_k_stride,
+                   to_string(r.act_scale), a->a_scale_expert_stride != 0 ? "0" : "0 or 1");
     if (a->a_scale_k_stride < 0)
       return error(Code::invalid_argument, "argument 'args->a_scale_k_stride' = {}: expected >= 0 (0 or 1: row-major)",
                    a->a_scale_k_stride);
@@ -49,7 +75,6 @@ Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args
   }
   if (r.out != DType::bf16 && r.out != DType::f16 && r.out != DType::f32)
     return error(Code::invalid_argument, "argument 'args->out_dtype' = {}: expected BF16, F16 or F32", to_string(r.out));
-  MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));
   MOEJIT_ASSIGN_OR_RETURN(r.epilogue, api::epilogue_of(a->epilogue, "args->epilogue"));
   if (a->block_size < 0) return error(Code::invalid_argument, "argument 'args->block_size' = {}: expected >= 0", a->block_size);
   r.block_size = static_cast<std::uint32_t>(a->block_size);

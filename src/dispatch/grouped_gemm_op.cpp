@@ -66,6 +66,13 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
                  "argument 'epilogue' = {}: the weights interleave gate and up columns; expected silu_and_mul or "
                  "swiglu_oai",
                  to_string(r.epilogue));
+  // Masked A holds experts x m rows, which the kernel indexes (and finds their scales) with
+  // 32-bit row numbers.
+  if (r.layout == Layout::masked && static_cast<std::int64_t>(w.experts) * r.params.m > 2147483647)
+    return error(Code::invalid_argument,
+                 "argument 'args->m' = {} with the masked layout over {} experts: expected experts x m at most 2^31 - 1 "
+                 "(the rows of A)",
+                 r.params.m, w.experts);
   if (w.order != quant::packed_order_for(r.act, w.format)) {
     return error(Code::invalid_argument,
                  "argument 'act' = {}: the {} weights were packed for {} activations; expected weights packed with "
@@ -105,6 +112,7 @@ Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch a
   MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, arch, backend, sms));
   MOEJIT_TRY(validate_spec(spec));  // a size only for a GEMM whose kernel exists
   const GemmTiles tiles = grouped_gemm_tiles(spec, r.params.m);
+  MOEJIT_TRY(grouped_gemm_grid(tiles).status());  // and one launch can cover
   return grouped_gemm_partial_bytes(spec, tiles) + grouped_gemm_counter_count(spec, tiles) * sizeof(std::uint32_t);
 }
 
@@ -143,7 +151,8 @@ Result<PreparedGemm> prepare_grouped_gemm(const GroupedGemmRequest& r, Arch arch
 Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* stream) {
   MOEJIT_ASSIGN_OR_RETURN(PreparedGemm g, prepare_grouped_gemm(r, ctx.launcher.arch(), ctx.launcher.backend(),
                                                                ctx.launcher.sm_count()));
-  if (g.grid.empty()) return {};  // no rows
+  // No rows, no launch; the call is still refused if it could never build its kernel.
+  if (g.grid.empty()) return validate_spec(g.spec);
   return run_kernel(ctx, g.spec, g.grid, &g.params, sizeof g.params, stream,
                     Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(std::lround(gemm_work(r).rows_per_expert))});
 }

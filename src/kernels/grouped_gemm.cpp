@@ -216,7 +216,8 @@ GemmTiles grouped_gemm_tiles(const KernelSpec& s, std::int32_t m) {
     case Layout::masked: tiles = static_cast<std::int64_t>(s.experts) * ((rows + s.bm - 1) / s.bm); break;
     case Layout::none: break;
   }
-  t.rows = static_cast<std::uint32_t>(tiles);
+  // Saturated, never wrapped: a count past 32 bits is refused by grouped_gemm_grid.
+  t.rows = static_cast<std::uint32_t>(std::min<std::int64_t>(tiles, UINT32_MAX));
   return t;
 }
 
