@@ -363,7 +363,9 @@ TEST_CASE("C ABI: masked grouped GEMM reads DeepEP low-latency scale slabs [E][K
   fails(bad, {"'a_scale_ld' = 0 with a_scale_k_stride = 11", ">= 1"});
   bad = run(slabs.data(), 1, k_stride, expert_stride, in_place);
   bad.act_scale = MOEJIT_ACT_SCALE_TOKEN;
-  fails(bad, {"'a_scale_k_stride' = 11", "only block128 scales"});
+  fails(bad, {"'args->a_scale_expert_stride' = 47 with act_scale token", "only BLOCK128 scales"});
+  bad.a_scale_expert_stride = 0;
+  fails(bad, {"'args->a_scale_k_stride' = 11 with act_scale token", "expected 0 or 1"});
   bad = run(slabs.data(), 1, k_stride, expert_stride, in_place);
   bad.layout = MOEJIT_LAYOUT_CONTIGUOUS;
   fails(bad, {"'args->a_scale_expert_stride' = 47", "MOEJIT_LAYOUT_MASKED"});

@@ -320,6 +320,36 @@ TEST_CASE("a store warmed for a plain architecture name serves a frozen run on a
   }
 }
 
+TEST_CASE("warmup --sms covers a GPU of an SM count no device profile has") {
+  if (!nvrtc_or_skip()) return;
+  const std::filesystem::path driver = null_driver_or_skip();
+  if (driver.empty()) return;
+  // A compute capability 9.0 part with 8 SMs (a small slice): its tiles and split differ from the
+  // H100/H200 profiles', so a store warmed for the profiles alone misses in a frozen run.
+  constexpr GpuFamily kSlice{"sm_90", "9.0", "8", "sm_90a"};
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  const std::vector<std::string> warm = {"warmup", "--model", dir / "config.json", "--arch", "sm_90", "--max-tokens",
+                                         "2", "--out", "f32"};
+  CHECK(run_json(dir, warm)["errors"].empty());
+  const Json missed = frozen_demo(dir, driver, kSlice, {});
+  REQUIRE(missed.contains("error"));
+  CHECK(missed["error"]["message"].get<std::string>().find("frozen mode: no kernel") != std::string::npos);
+  std::vector<std::string> with_sms = warm;
+  with_sms.insert(with_sms.end(), {"--sms", "8"});
+  const Json warmed = run_json(dir, with_sms);
+  CHECK(warmed["errors"].empty());
+  CHECK(warmed["compiled"].get<int>() >= 1);
+  const Json doc = frozen_demo(dir, driver, kSlice, {});
+  if (doc.contains("error")) {
+    check_only_the_output_check_failed(doc);
+  } else {
+    CHECK(doc["kernels_compiled"] == 0);
+  }
+  Json bad = run_json(dir, {"warmup", "--from-usage", dir / "none.txt", "--sms", "16"}, 1);
+  CHECK(bad["error"]["message"].get<std::string>().find("--sms 16: applies to --model") != std::string::npos);
+}
+
 TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on an H200 and a GB10: quantizations and GEMMs") {
   if (!nvrtc_or_skip()) return;
   const std::filesystem::path driver = null_driver_or_skip();

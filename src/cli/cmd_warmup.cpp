@@ -21,7 +21,7 @@ namespace {
 struct WarmupArgs {
   std::string model, archs = "", weights, scale, act, act_scale, out = "bf16", from_usage,
       backend = "device";
-  std::uint32_t tp = 1, ep = 1, max_tokens = 8192, jobs = 0;
+  std::uint32_t tp = 1, ep = 1, max_tokens = 8192, jobs = 0, sms = 0;
 };
 
 Result<std::vector<Arch>> parse_archs(const std::string& list) {
@@ -53,8 +53,11 @@ struct WarmPlan {
 Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend) {
   MOEJIT_ASSIGN_OR_RETURN(std::vector<Arch> archs, parse_archs(a.archs));
   if (!a.from_usage.empty()) {
+    if (a.sms != 0)
+      return error(Code::invalid_argument, "--sms {}: applies to --model (a usage manifest lists its kernels already)",
+                   a.sms);
     MOEJIT_ASSIGN_OR_RETURN(std::vector<KernelSpec> used, dispatch::read_usage_manifest(a.from_usage));
-    if (archs.empty()) return WarmPlan{used, {}};
+    if (archs.empty()) return WarmPlan{used, {}, {}};
     // Re-target the recorded specs: the same kernels for every named architecture.
     WarmPlan out;
     for (Arch arch : archs)
@@ -86,7 +89,7 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend) {
   m.max_tokens = a.max_tokens;
   WarmPlan out{{}, w, act};
   for (Arch arch : archs) {
-    MOEJIT_ASSIGN_OR_RETURN(auto specs, dispatch::model_specs(m, arch, backend));
+    MOEJIT_ASSIGN_OR_RETURN(auto specs, dispatch::model_specs(m, arch, backend, a.sms));
     out.specs.insert(out.specs.end(), specs.begin(), specs.end());
   }
   return out;
@@ -123,6 +126,10 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
   cmd->add_option("--tp", a->tp, "Tensor-parallel ranks (the expert FFN width is split)");
   cmd->add_option("--ep", a->ep, "Expert-parallel ranks (the experts are split)");
   cmd->add_option("--max-tokens", a->max_tokens, "Largest batch the engine runs (default 8192)");
+  cmd->add_option("--sms", a->sms,
+                  "Also plan for a GPU of this many SMs (one no device profile of the target has: a MIG slice, "
+                  "another SKU); tiles and split-K depend on it")
+      ->check(CLI::Range(1u, 1024u));
   cmd->add_option("-j,--jobs", a->jobs, "Concurrent compiles (default: cores, at most 8)");
   cmd->add_option("--from-usage", a->from_usage, "Warm exactly the kernels a usage manifest lists");
   cmd->add_option("--backend", a->backend, "device (CUBINs, default) or host");
