@@ -877,12 +877,16 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   work.n0 = column_tile * S::BN;
   if constexpr (Spec::layout == kernel_enum::indexed) {
     const u32 tile = row_tile;
-    if (static_cast<i64>(tile) * BM >= routing(p.num_tokens_post_pad)) return;
+    const i64 post_pad = routing(p.num_tokens_post_pad);
+    if (static_cast<i64>(tile) * BM >= post_pad) return;
     work.expert = routing(p.expert_ids + tile);
     // -1: a padding block; past the weights: routing that was not aligned for these experts.
     if (work.expert < 0 || work.expert >= static_cast<i32>(Spec::experts)) return;
     for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 id = routing(p.sorted_token_ids + tile * BM + r);
+      // Only the count's entries are read: a count that is no multiple of the block rows (not
+      // what an align writes) leaves the last block's tail as padding, not a read past the ids.
+      const i64 slot = static_cast<i64>(tile) * BM + r;
+      const i32 id = slot < post_pad ? routing(p.sorted_token_ids + slot) : -1;
       const bool valid = id >= 0 && id < m;
       a_offset[r] = valid ? static_cast<i64>(id / p.a_row_divisor) * p.lda : -1;
       c_row[r] = valid ? id : -1;
