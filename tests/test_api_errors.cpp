@@ -170,6 +170,13 @@ TEST_CASE("context refusals name the argument and the expected value") {
   CHECK(ctx == nullptr);
 }
 
+// A description changed to symmetric INT4 plain codes with bf16 scales (group and shape kept).
+void as_int4_codes(moejit_weights_desc_t& d) {
+  d.format = MOEJIT_WEIGHT_INT4_SYM;
+  d.scale_dtype = MOEJIT_DTYPE_BF16;
+  d.source = MOEJIT_SOURCE_PLAIN_CODES;
+}
+
 TEST_CASE("weight packing refusals name the argument and the expected value") {
   TempDir dir;
   Context c(dir);
@@ -206,9 +213,7 @@ TEST_CASE("weight packing refusals name the argument and the expected value") {
        size_with([](auto& d) { d.rows = static_cast<moejit_row_order_t>(5); })},
       {"INT4 group 48", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->group_size' = 48", "32, 64 or 128 for INT4"},
        size_with([](auto& d) {
-         d.format = MOEJIT_WEIGHT_INT4_SYM;
-         d.scale_dtype = MOEJIT_DTYPE_BF16;
-         d.source = MOEJIT_SOURCE_PLAIN_CODES;
+         as_int4_codes(d);
          d.group_size = 48;
        })},
       {"MXFP4 group 0 (per-channel is INT4's)", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->group_size' = 0", "32 for MXFP4"},
@@ -220,9 +225,7 @@ TEST_CASE("weight packing refusals name the argument and the expected value") {
        })},
       {"INT4 group not dividing k", MOEJIT_ERROR_INVALID_ARGUMENT, {"'desc->k' = 192", "group_size = 128"},
        size_with([](auto& d) {
-         d.format = MOEJIT_WEIGHT_INT4_SYM;
-         d.scale_dtype = MOEJIT_DTYPE_BF16;
-         d.source = MOEJIT_SOURCE_PLAIN_CODES;
+         as_int4_codes(d);
          d.group_size = 128;
          d.k = 192;
        })},
@@ -242,9 +245,7 @@ TEST_CASE("weight packing refusals name the argument and the expected value") {
        size_with([](auto& d) { d.n = 1u << 20, d.k = 8192; })},
       {"E2M1 activations with INT4 weights", MOEJIT_ERROR_INVALID_ARGUMENT, {"a4 (e2m1 activations)", "int4_sym", "mxfp4"},
        size_with([](auto& d) {
-         d.format = MOEJIT_WEIGHT_INT4_SYM;
-         d.scale_dtype = MOEJIT_DTYPE_BF16;
-         d.source = MOEJIT_SOURCE_PLAIN_CODES;
+         as_int4_codes(d);
          d.group_size = 32;
          d.act_dtype = MOEJIT_DTYPE_E2M1;
        })},
