@@ -64,7 +64,7 @@ TEST_CASE("C ABI: MXFP4 weights packed for F16 run f16 activations, and each 16-
     const char* want = act == DType::bf16 ? "packed with act_dtype bf16 (" : "packed with act_dtype f16 (";
     const char* have = act == DType::bf16 ? "packed for f16 activations" : "packed for bf16 activations";
     const moejit_grouped_gemm_args_t bad = contiguous_args(wrong, act_c, a.data, K, out.data, N, offsets);
-    expect_error(moejit_grouped_gemm(c.ctx, &bad, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act'", have, want});
+    expect_error(moejit_grouped_gemm(c.ctx, &bad, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act_dtype'", have, want});
   }
 }
 

@@ -83,7 +83,7 @@ TEST_CASE("C ABI: grouped GEMM with E2M1 activations on a host context running s
   bad.act_dtype = MOEJIT_DTYPE_E4M3;
   bad.act_scale = MOEJIT_ACT_SCALE_TOKEN;
   expect_error(moejit_grouped_gemm(c.ctx, &bad, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT,
-               {"'act' = e4m3", "packed for e2m1"});
+               {"'act_dtype' = e4m3", "packed for e2m1"});
   // INT4 weights have no e2m1 x e2m1 mma.
   moejit_weights_desc_t int4;
   moejit_weights_desc_init(&int4);

@@ -143,8 +143,8 @@ TEST_CASE("C ABI: E4M3 mix-ups are errors that name the argument") {
   auto fails = [&](const moejit_grouped_gemm_args_t& g, moejit_status_t code, std::initializer_list<const char*> words) {
     expect_error(moejit_grouped_gemm(c.ctx, &g, nullptr), code, words);
   };
-  fails(args(*p16, MOEJIT_DTYPE_E4M3), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = e4m3", "packed for bf16"});
-  fails(args(*p8, MOEJIT_DTYPE_BF16), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act' = bf16", "packed for e4m3"});
+  fails(args(*p16, MOEJIT_DTYPE_E4M3), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act_dtype' = e4m3", "packed for bf16"});
+  fails(args(*p8, MOEJIT_DTYPE_BF16), MOEJIT_ERROR_INVALID_ARGUMENT, {"'act_dtype' = bf16", "packed for e4m3"});
   moejit_grouped_gemm_args_t g = args(*p8, MOEJIT_DTYPE_E4M3);
   g.act_scale = MOEJIT_ACT_SCALE_NONE;
   fails(g, MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->act_scale' = 0", "MOEJIT_ACT_SCALE_TOKEN"});

@@ -356,6 +356,7 @@ TEST_CASE("grouped GEMM refusals name the argument and the expected value") {
     };
   };
   std::uint64_t bytes = 0;
+  moejit_packed_weights_t bad_weights{};  // a copy of w2's descriptor with one field changed
   const std::vector<Refusal> refusals = {
       {"no args", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args'"}, [&] { return moejit_grouped_gemm(c.ctx, nullptr, nullptr); }},
       {"no context", MOEJIT_ERROR_INVALID_ARGUMENT, {"'context'"},
@@ -392,6 +393,24 @@ TEST_CASE("grouped GEMM refusals name the argument and the expected value") {
        })},
       {"topk weight without the indexed layout", MOEJIT_ERROR_INVALID_ARGUMENT, {"epilogue", "topk_weight"},
        with([](auto& g) { g.epilogue = MOEJIT_EPILOGUE_TOPK_WEIGHT; })},
+      {"weights with an unknown act_dtype", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->weights->act_dtype' = 9", "1..6"},
+       with([&](auto& g) {
+         bad_weights = layer.w2->w;
+         bad_weights.act_dtype = static_cast<moejit_dtype_t>(9);
+         g.weights = &bad_weights;
+       })},
+      {"weights with an unknown scale_dtype", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->weights->scale_dtype' = 0"},
+       with([&](auto& g) {
+         bad_weights = layer.w2->w;
+         bad_weights.scale_dtype = static_cast<moejit_dtype_t>(0);
+         g.weights = &bad_weights;
+       })},
+      {"weights with an unknown format", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->weights->format' = 7", "MXFP4, INT4_SYM"},
+       with([&](auto& g) {
+         bad_weights = layer.w2->w;
+         bad_weights.format = static_cast<moejit_weight_format_t>(7);
+         g.weights = &bad_weights;
+       })},
       {"no rows, with an epilogue the layout cannot run", MOEJIT_ERROR_INVALID_ARGUMENT, {"topk_weight", "indexed"},
        with([](auto& g) {
          g.m = 0;

@@ -67,18 +67,28 @@ Result<Layout> layout_of(int value, const char* argument) {
 Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w, const char* argument, PackedUse use) {
   MOEJIT_TRY(check_struct(w, w ? w->struct_size : 0, MOEJIT_STRUCT_FIRST_SIZE(moejit_packed_weights_t, act_dtype), argument));
   if (w->format < MOEJIT_WEIGHT_MXFP4 || w->format > MOEJIT_WEIGHT_INT4_ASYM)
-    return error(Code::invalid_argument, "argument '{}->format' = {}: expected a moejit_weight_format_t", argument,
-                 static_cast<int>(w->format));
+    return error(Code::invalid_argument,
+                 "argument '{}->format' = {}: expected a moejit_weight_format_t (1..3: MXFP4, INT4_SYM, INT4_ASYM)",
+                 argument, static_cast<int>(w->format));
   PackedOrder order = PackedOrder::a16;
   if (MOEJIT_STRUCT_HAS(w, act_dtype)) {
-    MOEJIT_ASSIGN_OR_RETURN(DType act, dtype_of(w->act_dtype, "act_dtype"));
+    // The field's full name is formatted only on refusal (this runs on every call).
+    auto act_of = dtype_of(w->act_dtype, "act_dtype");
+    if (!act_of.ok())
+      return error(Code::invalid_argument, "argument '{}->act_dtype' = {}: expected a moejit_dtype_t (1..6)", argument,
+                   static_cast<int>(w->act_dtype));
+    const DType act = *act_of;
     if (act != DType::bf16 && act != DType::f16 && act != DType::e4m3 && act != DType::e2m1)
       return error(Code::invalid_argument,
                    "argument '{}->act_dtype' = {}: expected BF16, F16 (16-bit activations), E4M3 or E2M1", argument,
                    to_string(act));
     order = quant::packed_order_for(act, static_cast<WeightFormat>(w->format));
   }
-  MOEJIT_ASSIGN_OR_RETURN(DType scale, dtype_of(w->scale_dtype, "scale_dtype"));
+  auto scale_of = dtype_of(w->scale_dtype, "scale_dtype");
+  if (!scale_of.ok())
+    return error(Code::invalid_argument, "argument '{}->scale_dtype' = {}: expected a moejit_dtype_t (1..6)", argument,
+                 static_cast<int>(w->scale_dtype));
+  const DType scale = *scale_of;
   const bool launch = use == PackedUse::launch;
   if (launch && (w->qweight == nullptr || w->scales == nullptr))
     return error(Code::invalid_argument, "argument '{}->{}' is null: expected the packed buffer moejit_pack_weights filled",

@@ -75,7 +75,7 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
                  r.params.m, w.experts);
   if (w.order != quant::packed_order_for(r.act, w.format)) {
     return error(Code::invalid_argument,
-                 "argument 'act' = {}: the {} weights were packed for {} activations; expected weights packed with "
+                 "argument 'act_dtype' = {}: the {} weights were packed for {} activations; expected weights packed with "
                  "act_dtype {} (pack them again for this activation type)",
                  to_string(r.act), to_string(w.format), quant::packed_for_name(w.order, w.format),
                  quant::packed_act_option_name(quant::packed_order_for(r.act, w.format), w.format));
