@@ -142,19 +142,15 @@ Status check_shapes(const FusedMoeRequest& r) {
   if (global_experts(r) < r.w13.experts)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: fewer than the {} local experts; expected >= local",
                  global_experts(r), r.w13.experts);
-  // The kernels index expert ids and routed slots with 32-bit integers: the pairs, padded to
-  // whole tiles of the largest block rows (128) per local expert, must fit.
-  constexpr std::int64_t kMaxIndex = 2147483647;
-  if (global_experts(r) > kMaxIndex)
+  if (global_experts(r) > kMaxRoutedIndex)
     return error(Code::invalid_argument, "argument 'global_experts' = {}: expected at most {}", global_experts(r),
-                 kMaxIndex);
-  if (const std::int64_t slots = std::int64_t{std::max(r.tokens, r.max_tokens)} * r.topk +
-                                 std::int64_t{r.w13.experts} * 127;
-      slots > kMaxIndex)
+                 kMaxRoutedIndex);
+  if (const std::int64_t slots = routed_slots(std::max(r.tokens, r.max_tokens), r.topk, r.w13.experts);
+      slots > kMaxRoutedIndex)
     return error(Code::invalid_argument,
                  "argument 'tokens' = {} (max_tokens {}) x topk {}: {} routed slots with padding; expected at most {} "
                  "(fewer tokens per call)",
-                 r.tokens, r.max_tokens, r.topk, slots, kMaxIndex);
+                 r.tokens, r.max_tokens, r.topk, slots, kMaxRoutedIndex);
   auto packed_for = [&](PackedOrder order) -> std::string_view { return quant::packed_for_name(order, r.w13.format); };
   // Both weights meet the same activations: the same quantized type, or 16-bit ones of either
   // format (whose orders may differ: MXFP4 has one per 16-bit type, INT4 one for both).

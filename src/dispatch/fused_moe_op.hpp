@@ -44,6 +44,14 @@ struct FusedMoeRequest {
 
 // Checks shapes and dtypes and returns the workspace the request needs for any T up to its
 // max_tokens on a device of `sms` multiprocessors.
+// The kernels index expert ids and routed slots with 32-bit integers. The slots of `tokens` x
+// `topk` pairs, padded to whole tiles of the largest block rows (128) per local expert, must stay
+// within kMaxRoutedIndex; the run and warm-up refuse layers whose largest call would not.
+inline constexpr std::int64_t kMaxRoutedIndex = 2147483647;
+constexpr std::int64_t routed_slots(std::int64_t tokens, std::int64_t topk, std::int64_t local_experts) {
+  return tokens * topk + local_experts * 127;
+}
+
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch arch, std::uint32_t sms);
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& request, void* stream);

@@ -44,11 +44,11 @@ Result<std::vector<KernelSpec>> model_specs(const ModelDesc& m, Arch arch, Backe
                  m.experts, m.hidden, m.intermediate, m.expert_parallel, m.tensor_parallel, local,
                  2 * static_cast<std::uint64_t>(inter), m.hidden, kMaxExperts, kMaxPackedExtent,
                  kMaxExpertPackedBytes);
-  // Warm-up plans every T up to max_tokens; the run refuses calls whose routed slots (T x topk,
-  // padded per local expert) pass the kernels' 32-bit indices.
+  // Warm-up plans every T up to max_tokens; the run refuses calls whose routed slots pass the
+  // kernels' 32-bit indices.
   constexpr std::uint32_t kMaxWarmTokens = 1u << 20;
-  const std::uint64_t slots = std::uint64_t{m.max_tokens} * m.topk + std::uint64_t{local} * 127;
-  if (m.max_tokens == 0 || m.max_tokens > kMaxWarmTokens || slots > 2147483647u)
+  if (m.max_tokens == 0 || m.max_tokens > kMaxWarmTokens ||
+      routed_slots(m.max_tokens, m.topk, local) > kMaxRoutedIndex)
     return error(Code::invalid_argument,
                  "model field 'max_tokens' = {}: expected 1 to {}, with max_tokens x topk ({}) + 127 per local expert "
                  "({}) at most 2^31 - 1",
