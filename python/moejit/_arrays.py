@@ -8,8 +8,9 @@ checked here, where each argument's meaning is known, so the messages can say wh
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -173,3 +174,18 @@ def current_stream(device: tuple[str, int], like: Any) -> int:
     if device[0] != "cuda" or not is_torch(like):
         return 0
     return _torch().cuda.current_stream(device[1]).cuda_stream
+
+
+def allocations_on(stream: Optional[int], like: Any):
+    """Where a call's own allocations (output, workspace, scaled rows) go when the caller queues
+    it on ``stream``: for CUDA tensors, torch's allocator on that stream, so that their memory is
+    not handed to other streams' work while the call runs and zero fills are queued before it;
+    for anything else, or torch's current stream, as they are."""
+    torch = _torch()
+    if stream is None or not is_torch(like) or not like.is_cuda:
+        return contextlib.nullcontext()
+    if stream == torch.cuda.current_stream(like.device).cuda_stream:
+        return contextlib.nullcontext()
+    named = (torch.cuda.default_stream(like.device) if stream == 0
+             else torch.cuda.ExternalStream(stream, device=like.device))
+    return torch.cuda.stream(named)

@@ -1,4 +1,5 @@
-"""Names for the C ABI's enumerations (values as in moejit.h, part of the ABI)."""
+"""Names for the C ABI's enumerations (values as in moejit.h, part of the ABI), and its integer
+ranges."""
 
 from __future__ import annotations
 
@@ -24,3 +25,21 @@ def lookup(table: dict, value, argument: str) -> int:
     if isinstance(value, str) and value in table:
         return table[value]
     raise invalid(f"argument '{argument}' = {value!r}: expected one of {', '.join(repr(k) for k in table)}")
+
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+UINT32 = (0, (1 << 32) - 1)
+UINT64 = (0, (1 << 64) - 1)
+
+
+def integer(value, argument: str, bounds: tuple[int, int]) -> int:
+    """``value`` as the C integer type of ``bounds`` holds it, or an InvalidArgumentError naming the
+    argument (the extension's own conversion would raise a TypeError that names neither)."""
+    if not isinstance(value, int):
+        try:
+            value = value.__index__()  # numpy and torch integers
+        except (AttributeError, TypeError):
+            raise invalid(f"argument '{argument}' = {value!r}: expected an integer") from None
+    if not bounds[0] <= value <= bounds[1]:
+        raise invalid(f"argument '{argument}' = {value}: expected {bounds[0]} to {bounds[1]}")
+    return value

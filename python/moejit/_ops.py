@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import Optional
 
 from . import _arrays, _core
 from ._context import Context
-from ._enums import DTYPES, EPILOGUES, LAYOUTS, lookup
+from ._enums import DTYPES, EPILOGUES, INT32, LAYOUTS, UINT32, UINT64, integer, lookup
 from ._errors import invalid
 from ._weights import PackedWeights
 
@@ -83,6 +85,21 @@ def _check_weights(w: PackedWeights, name: str) -> None:
         raise invalid(f"argument '{name}' is a {type(w).__name__}: expected moejit.PackedWeights (moejit.pack_weights)")
 
 
+def _allocating_on_stream(array: str):
+    """``call(..., stream=...)`` with the arrays it allocates placed for ``stream`` beside its
+    argument ``array`` (``_arrays.allocations_on``)."""
+    def wrap(call):
+        position = list(inspect.signature(call).parameters).index(array)
+
+        @functools.wraps(call)
+        def on_stream(*args, stream: Optional[int] = None, **kwargs):
+            like = args[position] if len(args) > position else kwargs.get(array)
+            with _arrays.allocations_on(stream, like):
+                return call(*args, stream=stream, **kwargs)
+        return on_stream
+    return wrap
+
+
 def fused_moe_workspace_size(ctx: Context, w13: PackedWeights, w2: PackedWeights, tokens: int, topk: int, *,
                              act_dtype: str = "bf16", out_dtype: Optional[str] = None, activation: str = "silu",
                              global_experts: int = 0, max_tokens: int = 0, act_scale: Optional[str] = None) -> int:
@@ -93,10 +110,13 @@ def fused_moe_workspace_size(ctx: Context, w13: PackedWeights, w2: PackedWeights
     return _core.fused_moe_workspace_size(ctx._core, w13._packed, w2._packed, lookup(DTYPES, act_dtype, "act_dtype"),
                                           lookup(DTYPES, out_dtype or _default_out(act_dtype),
                                                  "out_dtype"),
-                                          _activation(activation), int(tokens), int(topk), int(global_experts),
-                                          int(max_tokens), scale)
+                                          _activation(activation), integer(tokens, "tokens", INT32),
+                                          integer(topk, "topk", UINT32),
+                                          integer(global_experts, "global_experts", UINT32),
+                                          integer(max_tokens, "max_tokens", INT32), scale)
 
 
+@_allocating_on_stream("hidden")
 def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_weights, topk_ids, *,
               activation: str = "silu", global_experts: int = 0, expert_map=None, output=None,
               out_dtype: Optional[str] = None, workspace=None, max_tokens: int = 0,
@@ -181,8 +201,9 @@ def fused_moe(ctx: Context, hidden, w13: PackedWeights, w2: PackedWeights, topk_
         _arrays.check(workspace, "workspace", ("u8",), (None,))
     stream = _arrays.current_stream(ctx.memory, hidden) if stream is None else stream
     _core.fused_moe(ctx._core, w13._packed, w2._packed, DTYPES[act_dtype], DTYPES[out_dtype], _activation(activation),
-                    tokens, topk, int(global_experts), int(max_tokens), scale, _arrays.for_core(act), hidden_scales,
-                    topk_ids, topk_weights, expert_map, _arrays.for_core(output), workspace, int(stream))
+                    tokens, topk, integer(global_experts, "global_experts", UINT32),
+                    integer(max_tokens, "max_tokens", INT32), scale, _arrays.for_core(act), hidden_scales, topk_ids,
+                    topk_weights, expert_map, _arrays.for_core(output), workspace, integer(stream, "stream", UINT64))
     return output
 
 
@@ -201,17 +222,31 @@ def _ones_like(x):
     return np.ones_like(x)
 
 
+def _gemm_integers(block_size, a_row_divisor, rows_per_expert_hint) -> tuple[int, int, int]:
+    return (integer(block_size, "block_size", INT32), integer(a_row_divisor, "a_row_divisor", INT32),
+            integer(rows_per_expert_hint, "rows_per_expert_hint", UINT32))
+
+
 def _gemm_shape(weights: PackedWeights, layout: str, epilogue: str, a, m: Optional[int], a_row_divisor: int):
     layout_code = lookup(LAYOUTS, layout, "layout")
     epilogue_code = lookup(EPILOGUES, epilogue, "epilogue")
     out_cols = weights.n // 2 if epilogue_code in (EPILOGUES["silu"], EPILOGUES["swiglu_oai"]) else weights.n
     if layout == "masked":
         _arrays.check(a, "a", _ACT_DTYPES + ("e4m3",), (weights.experts, None, weights.k))
-        m = int(a.shape[1]) if m is None else m
+        # Expert e's rows start at e * m rows of a (and of c): m is a's second extent.
+        if m is not None and integer(m, "m", INT32) != a.shape[1]:
+            raise invalid(f"argument 'm' = {m} with the masked layout: expected a.shape[1] = {int(a.shape[1])} (or "
+                          "None), the rows each expert has in a and c")
+        m = int(a.shape[1])
     else:
         _arrays.check(a, "a", _ACT_DTYPES + ("e4m3",), (None, weights.k))
         if m is None:
             m = int(a.shape[0]) * (a_row_divisor if layout == "indexed" else 1)
+        m = integer(m, "m", INT32)
+        if layout == "contiguous" and not 0 <= m <= a.shape[0]:
+            # expert_offsets reach up to m: rows of a (and of c, which has a's rows) up to m are read.
+            raise invalid(f"argument 'm' = {m} with the contiguous layout: expected 0 to a.shape[0] = "
+                          f"{int(a.shape[0])} (or None)")
     return layout_code, epilogue_code, out_cols, int(m)
 
 
@@ -264,10 +299,11 @@ def grouped_gemm_workspace_size(ctx: Context, weights: PackedWeights, a, *, layo
     act_dtype, scale = _gemm_act(weights, a, act_scale)
     return _core.grouped_gemm_workspace_size(ctx._core, weights._packed, DTYPES[act_dtype],
                                              lookup(DTYPES, out_dtype or _default_out(act_dtype), "out_dtype"),
-                                             layout_code, epilogue_code, m, int(block_size), int(a_row_divisor),
-                                             int(rows_per_expert_hint), scale)
+                                             layout_code, epilogue_code, m, *_gemm_integers(block_size, a_row_divisor,
+                                                                                           rows_per_expert_hint), scale)
 
 
+@_allocating_on_stream("a")
 def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilogue: str = "none", c=None,
                  out_dtype: Optional[str] = None, m: Optional[int] = None, expert_offsets=None, expert_counts=None,
                  sorted_token_ids=None, expert_ids=None, num_tokens_post_pad=None, block_size: int = 0,
@@ -321,8 +357,9 @@ def grouped_gemm(ctx: Context, a, weights: PackedWeights, *, layout: str, epilog
         _arrays.check(workspace, "workspace", ("u8",), (None,))
     stream = _arrays.current_stream(ctx.memory, a) if stream is None else stream
     _core.grouped_gemm(ctx._core, weights._packed, DTYPES[act_dtype], DTYPES[out_dtype], layout_code, epilogue_code, m,
-                       int(block_size), int(a_row_divisor), int(rows_per_expert_hint), scale, _arrays.for_core(a),
+                       *_gemm_integers(block_size, a_row_divisor, rows_per_expert_hint), scale, _arrays.for_core(a),
                        int(a.shape[-1]), a_scales, _arrays.for_core(c), int(c.shape[-1]), sorted_token_ids,
                        expert_ids,
-                       num_tokens_post_pad, expert_offsets, expert_counts, topk_weights, workspace, int(stream))
+                       num_tokens_post_pad, expert_offsets, expert_counts, topk_weights, workspace,
+                       integer(stream, "stream", UINT64))
     return c

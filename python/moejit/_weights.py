@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _arrays, _core
 from ._context import Context
-from ._enums import DTYPES, FORMATS, ROW_ORDERS, SOURCES, lookup, name_of
+from ._enums import DTYPES, FORMATS, ROW_ORDERS, SOURCES, UINT32, UINT64, integer, lookup, name_of
 from ._errors import invalid
 
 
@@ -46,8 +46,8 @@ class PackedWeights:
                  act_and_mul: bool, act_dtype: str = "bf16") -> "PackedWeights":
         """Weights' shape and format without their buffers: for workspace-size queries at start-up,
         before any weights are loaded. A launch with them fails, naming the missing buffer."""
-        packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"), int(group_size),
-                              lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
+        packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"),
+                              *_shape_args(group_size, scale_dtype, experts, n, k),
                               bool(act_and_mul), _packed_for(act_dtype), None, None, None, None)
         return cls(ctx, packed, None, None, None, None)
 
@@ -60,8 +60,8 @@ class PackedWeights:
         for name, buf in (("qweight", qweight), ("scales", scales), ("zeros", zeros)):
             _arrays.check_optional(buf, name, ("u8",))
         _arrays.check_optional(bias, "bias", ("f32",), (experts, n))
-        packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"), int(group_size),
-                              lookup(DTYPES, scale_dtype, "scale_dtype"), int(experts), int(n), int(k),
+        packed = _core.Packed(ctx._core, lookup(FORMATS, format, "format"),
+                              *_shape_args(group_size, scale_dtype, experts, n, k),
                               bool(act_and_mul), _packed_for(act_dtype), qweight, scales, zeros, bias)
         return cls(ctx, packed, qweight, scales, zeros, bias)
 
@@ -114,6 +114,12 @@ def _expected_shapes(source: str, e: int, n: int, k: int, g: int) -> dict:
         return {"qweight": ("i32", (e, n, k // 8)), "scales": (None, (e, n, groups)),
                 "zeros": ("i32", (e, n // 8, groups))}
     return {"qweight": ("i32", (e, k, n // 8)), "scales": (None, (e, groups, n)), "zeros": ("i32", (e, groups, n // 8))}
+
+
+def _shape_args(group_size, scale_dtype: str, experts, n, k) -> tuple:
+    """The shape of packed weights as _core.Packed takes it (group_size, scale dtype, E, N, K)."""
+    return (integer(group_size, "group_size", UINT32), lookup(DTYPES, scale_dtype, "scale_dtype"),
+            integer(experts, "experts", UINT32), integer(n, "n", UINT32), integer(k, "k", UINT32))
 
 
 def _packed_for(act_dtype: str) -> int:
@@ -192,7 +198,8 @@ def pack_weights(ctx: Context, source: str, qweight, scales, zeros=None, bias=No
     buffers.append(bias_buffer)
     out = _core.Packed(ctx._core, fmt, g, scale_code, e, n, k, row_code != 0, act_code, *buffers)
     stream = _arrays.current_stream(ctx.memory, qweight) if stream is None else stream
-    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, act_code, *sources, out, int(stream))
+    _core.pack_weights(ctx._core, fmt, g, scale_code, e, n, k, src, row_code, act_code, *sources, out,
+                       integer(stream, "stream", UINT64))
     zeros_buffer = buffers[2] if format == "int4_asym" else None
     return PackedWeights(ctx, out, buffers[0], buffers[1], zeros_buffer, buffers[3] if bias is not None else None)
 

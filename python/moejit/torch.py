@@ -188,7 +188,7 @@ def _scale_kwarg(act_scale: str) -> Optional[str]:
 def _fused_moe_op(output: Tensor, hidden: Tensor, w13_qweight: Tensor, w13_scales: Tensor,
                   w13_zeros: Optional[Tensor], w13_bias: Optional[Tensor], w2_qweight: Tensor, w2_scales: Tensor,
                   w2_zeros: Optional[Tensor], w2_bias: Optional[Tensor], topk_weights: Tensor, topk_ids: Tensor,
-                  expert_map: Optional[Tensor], workspace: Tensor, context: int, w13_format: str,
+                  expert_map: Optional[Tensor], workspace: Optional[Tensor], context: int, w13_format: str,
                   w13_group_size: int, w13_scale_dtype: str, w2_format: str, w2_group_size: int,
                   w2_scale_dtype: str, experts: int, hidden_size: int, intermediate_size: int,
                   activation: str = "silu", global_experts: int = 0, max_tokens: int = 0,
@@ -319,7 +319,9 @@ def _run_fused(hidden: Tensor, spec13: _Spec, buffers13: tuple, spec2: _Spec, bu
     tokens = hidden.shape[0]
     if output is None:
         output = torch.empty((tokens, spec2.n), dtype=out_dtype or _default_out(hidden.dtype), device=hidden.device)
-    if workspace is None:
+    # While torch.compile traces, the batch may be a symbol (dynamic shapes) with no size to ask
+    # moejit for: the op then allocates the workspace itself, once T is known.
+    if workspace is None and not torch.compiler.is_compiling():
         # An empty batch returns before touching the workspace, and moejit sizes none for it.
         nbytes = _fused_workspace_bytes(spec13, spec2, _dtype_name(hidden.dtype, "hidden", _IN_DTYPES),
                                         _dtype_name(output.dtype, "output", _OUT_DTYPES), activation, tokens,
@@ -433,7 +435,7 @@ def grouped_gemm(a: Tensor, weights: PackedWeights, *, layout: str, epilogue: st
         rows = (m if m is not None else a.shape[0] * a_row_divisor,) if layout == "indexed" else tuple(a.shape[:-1])
         c = torch.empty(rows + (_gemm_columns(spec, epilogue),), dtype=out_dtype or _default_out(a.dtype),
                         device=a.device)
-    if workspace is None:
+    if workspace is None and not torch.compiler.is_compiling():  # else the op allocates it (see _run_fused)
         nbytes = _gemm_workspace_bytes(spec, tuple(a.shape), _dtype_name(a.dtype, "a", _IN_DTYPES),
                                        _dtype_name(c.dtype, "c", _OUT_DTYPES), layout, epilogue, m, block_size,
                                        a_row_divisor, rows_per_expert_hint, _scale_arg(act_scale))
@@ -587,6 +589,17 @@ class FusedMoE(torch.nn.Module):
         return _run_fused(hidden, self._spec13, self._weight_buffers("w13"), self._spec2, self._weight_buffers("w2"),
                           topk_weights, topk_ids, self.activation, self.global_experts, self.expert_map, output, None,
                           self.workspace, self.max_tokens, False, self.act_scale, hidden_scales)
+
+    def _apply(self, fn, recurse=True):
+        # .half(), .to(torch.bfloat16) and the like cast floating buffers; the bias is part of the
+        # packed weights, float32 as moejit reads it, and keeps its dtype (and its memory, which
+        # the ops find the weights by).
+        biases = {name: self._buffers[name] for name in ("w13_bias", "w2_bias") if self._buffers.get(name) is not None}
+        module = super()._apply(fn, recurse)
+        for name, bias in biases.items():
+            if self._buffers[name].dtype != bias.dtype:
+                self._buffers[name] = bias
+        return module
 
     def _weight_buffers(self, prefix: str) -> tuple:
         return tuple(getattr(self, f"{prefix}_{name}") for name in _BUFFER_NAMES)

@@ -10,6 +10,10 @@ namespace moejit_python {
 namespace {
 
 bool c_contiguous(const nb::ndarray<nb::ro>& a) {
+  // An empty array holds no element to misread, whatever strides its exporter gave it (NumPy and
+  // torch step over the dimensions after a zero extent as if it were one).
+  for (size_t d = 0; d < a.ndim(); ++d)
+    if (a.shape(d) == 0) return true;
   int64_t expected = 1;
   for (size_t d = a.ndim(); d-- > 0;) {
     if (a.shape(d) != 1 && a.stride(d) != expected) return false;
@@ -70,6 +74,12 @@ StridedArray optional_strided_of(const nb::handle& array, const char* name, cons
     if (out.stride[d] < 0)
       invalid_argument(std::string("argument '") + name + "' has a negative stride: expected a view with positive "
                        "strides");
+    // A broadcast view (numpy.broadcast_to, Tensor.expand) repeats one value over a dimension the
+    // C ABI reads element by element: it would read past the value's memory.
+    if (out.stride[d] == 0 && a.shape(d) > 1)
+      invalid_argument(std::string("argument '") + name + "' is broadcast (stride 0) over dimension " +
+                       std::to_string(d) + " of extent " + std::to_string(a.shape(d)) +
+                       ": expected one value per element in memory (e.g. .contiguous() or numpy.ascontiguousarray)");
   }
   return out;
 }

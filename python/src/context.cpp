@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -74,12 +75,29 @@ Context::Context(int backend, int32_t device, std::optional<std::string> cache_d
   check(moejit_context_backend(ctx_, &resolved, &arch));
   backend_ = resolved;
   arch_ = arch != nullptr ? arch : "";
-  memory_ = {resolved == MOEJIT_BACKEND_DEVICE, device};
+  const bool on_device = resolved == MOEJIT_BACKEND_DEVICE;
+  memory_ = {on_device, on_device ? device : 0};
+  device_ = device;
 }
 
-Context::~Context() { close(); }
+namespace {
+
+// The contexts whose calls are in flight on this thread, innermost last (a callback may call
+// into another context).
+thread_local std::vector<const Context*> t_in_call;
+
+}  // namespace
+
+Context::~Context() { destroy(); }  // nothing holds a Use: each call keeps its Context alive
 
 void Context::close() {
+  if (std::find(t_in_call.begin(), t_in_call.end(), this) != t_in_call.end())
+    invalid_argument("Context.close() from within a call on this context (its progress or log callback): expected "
+                     "close() after the call returns");
+  destroy();
+}
+
+void Context::destroy() {
   if (ctx_ == nullptr) return;
   // Calls in flight hold the lock shared, and compile threads may be waiting for the GIL to log:
   // both are waited for without it.
@@ -97,6 +115,11 @@ Context::Use::Use(const Context& c) : lock_(c.closing_, std::defer_lock) {
   }
   ctx_ = c.ctx_;
   if (ctx_ == nullptr) invalid_argument("the context is closed: expected an open moejit.Context");
+  t_in_call.push_back(&c);
+}
+
+Context::Use::~Use() {
+  if (ctx_ != nullptr) t_in_call.pop_back();
 }
 
 nb::dict Context::stats() const {
@@ -125,7 +148,7 @@ void bind_context(nb::module_& m) {
            nb::arg("host_arch").none())
       .def_prop_ro("backend", [](const Context& c) { return static_cast<int>(c.backend()); })
       .def_prop_ro("arch", &Context::arch)
-      .def_prop_ro("device", [](const Context& c) { return c.memory().device; })
+      .def_prop_ro("device", [](const Context& c) { return c.device(); })
       .def_prop_ro("closed", [](const Context& c) { return c.closed(); })
       .def("stats", &Context::stats)
       .def("close", &Context::close);

@@ -24,6 +24,9 @@ class Context {
   class Use {
    public:
     explicit Use(const Context& c);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
     moejit_context_t get() const { return ctx_; }
 
    private:
@@ -31,6 +34,8 @@ class Context {
     moejit_context_t ctx_;
   };
   Use use() const { return Use(*this); }
+  // Raises when a call on this context is in flight on this thread (close() from its progress or
+  // log callback would wait for that call forever).
   void close();
   bool closed() const { return ctx_ == nullptr; }
 
@@ -38,6 +43,7 @@ class Context {
   const std::string& arch() const { return arch_; }
   // Where this context's tensors must live.
   const Memory& memory() const { return memory_; }
+  int32_t device() const { return device_; }
   nb::dict stats() const;
 
  private:
@@ -46,6 +52,9 @@ class Context {
   moejit_backend_t backend_ = MOEJIT_BACKEND_HOST;
   std::string arch_;
   Memory memory_;
+  int32_t device_ = 0;  // as asked; host memory has no ordinal, so memory_ says 0 there
+
+  void destroy();
 };
 
 // Runs `call` on the context's handle with the GIL released (the C call may compile, log from

@@ -111,7 +111,8 @@ void bind_ops(nb::module_& m) {
         moejit_fused_moe_args_t a = fused_args(
             ctx, {&w13, &w2, act_dtype, out_dtype, activation, tokens, topk, global_experts, max_tokens, act_scale});
         uint64_t bytes = 0;
-        check(moejit_fused_moe_workspace_size(ctx.use().get(), &a, &bytes));
+        // Unlocked: the first query may load the CUDA driver and ask the device for its SM count.
+        check(call_unlocked(ctx, [&](moejit_context_t c) { return moejit_fused_moe_workspace_size(c, &a, &bytes); }));
         return bytes;
       },
       nb::arg("ctx"), nb::arg("w13"), nb::arg("w2"), nb::arg("act_dtype"), nb::arg("out_dtype"),
@@ -154,7 +155,8 @@ void bind_ops(nb::module_& m) {
         moejit_grouped_gemm_args_t a = gemm_args(ctx, {&weights, act_dtype, out_dtype, layout, epilogue, m, block_size,
                                                        a_row_divisor, rows_per_expert_hint, act_scale});
         uint64_t bytes = 0;
-        check(moejit_grouped_gemm_workspace_size(ctx.use().get(), &a, &bytes));
+        // Unlocked: the first query may load the CUDA driver and ask the device for its SM count.
+        check(call_unlocked(ctx, [&](moejit_context_t c) { return moejit_grouped_gemm_workspace_size(c, &a, &bytes); }));
         return bytes;
       },
       nb::arg("ctx"), nb::arg("weights"), nb::arg("act_dtype"), nb::arg("out_dtype"), nb::arg("layout"),

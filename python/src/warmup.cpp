@@ -36,7 +36,9 @@ moejit_model_desc_t model_desc(const nb::dict& model) {
   moejit_model_desc_t d;
   moejit_model_desc_init(&d);
   auto u32 = [&](const char* key, uint32_t& field) {
-    if (model.contains(key)) field = nb::cast<uint32_t>(model[key]);
+    if (model.contains(key) && !nb::try_cast(model[key], field))
+      invalid_argument(std::string("model field '") + key + "' = " + nb::repr(model[key]).c_str() +
+                       ": expected an integer from 0 to 4294967295");
   };
   auto enumeration = [&](const char* key, auto& field) {
     if (model.contains(key)) field = static_cast<std::remove_reference_t<decltype(field)>>(nb::cast<int>(model[key]));

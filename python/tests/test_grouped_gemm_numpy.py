@@ -94,3 +94,47 @@ def test_indexed_gather_and_topk_weight(host_ctx, rng):
     expected *= weights.reshape(-1, 1).astype(np.float64)
     assert np.isfinite(c).all(), "a pair row was not written"
     ref.assert_close(c, expected, rtol=2e-2, atol=2e-2, what="indexed topk_weight")
+
+
+def test_m_must_describe_a(host_ctx, rng):
+    """m is where expert e's rows start in the masked layout (e * m) and how far the contiguous
+    offsets reach: one that disagrees with a's shape would read and write past a and c."""
+    qw = ref.random_quant_weights(rng, "mxfp4", E, N, K)
+    packed = moejit.pack_weights(host_ctx, **ref.to_vllm_mxfp4(qw))
+    a = rng.standard_normal((E, 4, K)).astype(ml_dtypes.bfloat16)
+    counts = np.array([4, 1, 0, 2], dtype=np.int32)
+    for m in (2, 8):
+        with pytest.raises(moejit.InvalidArgumentError, match=rf"argument 'm' = {m} with the masked layout: "
+                                                              r"expected a.shape\[1\] = 4"):
+            moejit.grouped_gemm(host_ctx, a, packed, layout="masked", expert_counts=counts, m=m)
+    rows = a.reshape(-1, K)[:7]
+    offsets = ref.contiguous_offsets(counts)
+    with pytest.raises(moejit.InvalidArgumentError, match=r"argument 'm' = 8 with the contiguous layout: "
+                                                          r"expected 0 to a.shape\[0\] = 7"):
+        moejit.grouped_gemm(host_ctx, rows, packed, layout="contiguous", expert_offsets=offsets, m=8)
+    # m given as what a holds is the same call as m left out.
+    c = moejit.grouped_gemm(host_ctx, a, packed, layout="masked", expert_counts=counts, m=4, out_dtype="f32")
+    same = moejit.grouped_gemm(host_ctx, a, packed, layout="masked", expert_counts=counts, out_dtype="f32")
+    for e in range(E):
+        assert np.array_equal(c[e, :counts[e]], same[e, :counts[e]])
+
+
+def test_empty_masked_batch(host_ctx, rng):
+    """No rows at all: NumPy gives (E, 0, K) strides that are not C-contiguous in form; nothing is
+    read or written, and the call returns c of shape (E, 0, N)."""
+    qw = ref.random_quant_weights(rng, "mxfp4", E, N, K)
+    packed = moejit.pack_weights(host_ctx, **ref.to_vllm_mxfp4(qw))
+    a = np.empty((E, 0, K), dtype=ml_dtypes.bfloat16)
+    c = moejit.grouped_gemm(host_ctx, a, packed, layout="masked", expert_counts=np.zeros(E, np.int32))
+    assert c.shape == (E, 0, N)
+
+
+@pytest.mark.parametrize("argument, value", [("block_size", 1 << 31), ("rows_per_expert_hint", -1),
+                                             ("a_row_divisor", 1 << 31), ("m", 1 << 40), ("stream", -1)])
+def test_integers_out_of_the_c_range_name_the_argument(host_ctx, rng, argument, value):
+    qw = ref.random_quant_weights(rng, "mxfp4", E, N, K)
+    packed = moejit.pack_weights(host_ctx, **ref.to_vllm_mxfp4(qw))
+    a = rng.standard_normal((3, K)).astype(ml_dtypes.bfloat16)
+    with pytest.raises(moejit.InvalidArgumentError, match=rf"argument '{argument}' = {value}: expected"):
+        moejit.grouped_gemm(host_ctx, a, packed, layout="contiguous",
+                            expert_offsets=np.array([0, 1, 2, 3, 3], np.int32), **{argument: value})

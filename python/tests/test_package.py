@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import venv
 from pathlib import Path
 
@@ -63,6 +64,60 @@ def test_bad_model_names_the_field(store_dir):
             moejit.warmup(ctx, moejit.Model(hidden=128, intermediate=64, experts=4, topk=2, format="nf4"))
         with pytest.raises(moejit.InvalidArgumentError, match="topk"):
             moejit.warmup(ctx, moejit.Model(hidden=128, intermediate=64, experts=4, topk=9))
+
+
+def test_model_integers_out_of_range_name_the_field(store_dir):
+    with moejit.Context("host", cache_dir=store_dir) as ctx:
+        for field, value in (("hidden", -1), ("max_tokens", 1 << 32), ("experts", 2.5)):
+            model = moejit.Model(**{"hidden": 128, "intermediate": 64, "experts": 4, "topk": 2, field: value})
+            with pytest.raises(moejit.InvalidArgumentError, match=rf"model field '{field}' = {value}: expected an "
+                                                                  r"integer from 0 to 4294967295"):
+                moejit.warmup(ctx, model)
+
+
+def test_close_from_a_callback_raises_instead_of_hanging(store_dir):
+    """The call in flight holds the context: close() from its own progress callback would wait
+    for it forever. It raises (and the warm-up goes on); close() after the call works."""
+    errors = []
+
+    def progress(done, total, what):
+        try:
+            ctx.close()
+        except moejit.InvalidArgumentError as e:
+            errors.append(str(e))
+
+    ctx = moejit.Context("host", cache_dir=store_dir)
+    finished = []
+    # In a thread, so that a regression fails the test instead of hanging the suite.
+    worker = threading.Thread(target=lambda: (moejit.warmup(ctx, SMALL, progress=progress), finished.append(True)),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert finished, "warm-up did not return: close() from the callback waited for its own call"
+    assert errors and "close() from within a call on this context" in errors[0], errors
+    assert not ctx.closed
+    ctx.close()
+    assert ctx.closed
+
+
+def test_host_contexts_share_weights_whatever_the_device_ordinal(store_dir):
+    """Host memory has no ordinal: weights packed on one host context serve another created with
+    device=1 (an engine passing its local rank in CPU CI)."""
+    import ml_dtypes
+    import numpy as np
+    import reference as ref
+    rng = np.random.default_rng(5)
+    with moejit.Context("host", cache_dir=store_dir) as one, \
+            moejit.Context("host", device=1, cache_dir=store_dir) as other:
+        assert other.device == 1 and other.memory == ("cpu", 0)
+        w13 = moejit.pack_weights(one, rows="concatenated",
+                                  **ref.to_vllm_mxfp4(ref.random_quant_weights(rng, "mxfp4", 4, 128, 128)))
+        w2 = moejit.pack_weights(one, **ref.to_vllm_mxfp4(ref.random_quant_weights(rng, "mxfp4", 4, 128, 64)))
+        hidden = rng.standard_normal((3, 128)).astype(ml_dtypes.bfloat16)
+        ids, weights = ref.random_routing(rng, 3, 2, 4)
+        expected = moejit.fused_moe(one, hidden, w13, w2, weights, ids)
+        assert np.array_equal(moejit.fused_moe(other, hidden, w13, w2, weights, ids).view(np.uint16),
+                              expected.view(np.uint16))
 
 
 def test_logs_reach_python_logging(tmp_path, caplog):

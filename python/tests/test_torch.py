@@ -220,6 +220,58 @@ def test_module_from_checkpoint_and_state_dict(host_ctx, rng):
         mismatched.load_state_dict(state)
 
 
+def test_module_cast_to_bf16_keeps_its_f32_bias(host_ctx, rng):
+    """model.to(torch.bfloat16) (or .half()) casts every floating buffer; the packed bias stays
+    float32, as moejit reads it, and the layer computes what it did."""
+    w13, w2, p13, p2 = make_layer(rng, host_ctx, "vllm_mxfp4", rows="interleaved", bias=True)
+    layer = mt.FusedMoE(p13, p2, activation="swiglu_oai")
+    hidden = bf16_hidden(rng, 4, scale=4.0)
+    ids, weights = routing(rng, 4)
+    before = layer(hidden, weights, ids)
+    check_layer(before, expected_layer(hidden, w13, w2, ids, weights, "swiglu_oai"), "FusedMoE with bias")
+    for cast in (lambda m: m.to(torch.bfloat16), lambda m: m.half(), lambda m: m.float()):
+        cast(layer)
+        assert layer.w13_bias.dtype == torch.float32 and layer.w2_bias.dtype == torch.float32
+        assert torch.equal(layer(hidden, weights, ids), before)
+
+
+def test_compile_with_dynamic_batch(rng, small_layer):
+    """vLLM compiles with the batch dimension dynamic: the workspace has no size while tracing
+    then, and the op allocates it once T is known."""
+    w13, w2, p13, p2 = small_layer
+
+    def layer(hidden, weights, ids):
+        return mt.fused_moe(hidden, p13, p2, weights, ids)
+
+    module = mt.FusedMoE(p13, p2)
+    compiled = [torch.compile(layer, fullgraph=True, backend="aot_eager", dynamic=True),
+                torch.compile(module, fullgraph=True, backend="aot_eager", dynamic=True)]
+    for tokens in (3, 5, 9):
+        hidden = bf16_hidden(rng, tokens)
+        ids, weights = routing(rng, tokens)
+        eager = mt.fused_moe(hidden, p13, p2, weights, ids)
+        check_layer(eager, expected_layer(hidden, w13, w2, ids, weights), f"eager T={tokens}")
+        for fn in compiled:
+            assert torch.equal(fn(hidden, weights, ids), eager), f"compiled T={tokens}"
+
+
+def test_compile_grouped_gemm_with_dynamic_rows(host_ctx, rng):
+    w = ref.random_quant_weights(rng, "mxfp4", E, H, I, 32, "bf16")
+    packed = moejit.pack_weights(host_ctx, **ref.to_vllm_mxfp4(w))
+
+    def gemm(a, offsets):
+        return mt.grouped_gemm(a, packed, layout="contiguous", expert_offsets=offsets, out_dtype=torch.float32)
+
+    compiled = torch.compile(gemm, fullgraph=True, backend="aot_eager", dynamic=True)
+    for rows in (4, 7, 12):
+        a = torch.from_numpy(rng.standard_normal((rows, I))).to(torch.bfloat16)
+        counts = np.zeros(E, np.int64)
+        np.add.at(counts, rng.integers(0, E, rows), 1)
+        offsets = torch.from_numpy(ref.contiguous_offsets(counts).astype(np.int32))
+        eager = gemm(a, offsets)  # also shows moejit.torch the weights, which tracing needs
+        assert torch.equal(compiled(a, offsets), eager), f"rows={rows}"
+
+
 def test_module_reserved_workspace(host_ctx, rng):
     """A workspace reserved for up to 8 tokens serves smaller calls, as graph capture uses it."""
     w13, w2, p13, p2 = make_layer(rng, host_ctx, "vllm_mxfp4")
@@ -381,3 +433,14 @@ def test_the_wrapper_rejects(host_ctx, rng, small_layer):
         mt.fused_moe(hidden, p13, p2, weights, ids, workspace=torch.empty(1024, dtype=torch.uint8))
     with pytest.raises(moejit.InvalidArgumentError, match=r"argument 'activation' = 'relu'"):
         mt.FusedMoE(p13, p2, activation="relu")
+
+
+def test_readme_schemas_are_the_registered_ones():
+    """python/README.md prints the ops' schemas "as registered": they must not drift apart."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("The ops (`torch.ops.moejit.*`, schemas as registered):", 1)[1].split("```")[1]
+    documented = [" ".join(schema.split()) for schema in block.strip().split("\n\n")]
+    registered = [str(torch.ops.moejit.fused_moe.default._schema), str(torch.ops.moejit.grouped_gemm.default._schema)]
+    # The README wraps lines; a break after "(" or before ")" leaves no space there.
+    assert [s.replace("( ", "(") for s in documented] == registered

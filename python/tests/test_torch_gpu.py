@@ -66,6 +66,29 @@ def test_queued_on_the_current_stream_without_waiting(device_ctx, rng):
     check_layer(output.cpu(), expected_layer(source, w13, w2, ids, weights), "side stream")
 
 
+def test_explicit_stream_gets_the_allocations(device_ctx, rng):
+    """moejit.grouped_gemm(stream=side) while torch's current stream is another: the zeroed
+    workspace and the output it allocates belong to the side stream, so a spin queued there
+    before the call cannot let the zero fill land after the kernel (the result would then depend
+    on stale counters), and the result is the eager one on the current stream."""
+    w = ref.random_quant_weights(rng, "mxfp4", E, H, I, 32, "bf16")
+    packed = moejit.pack_weights(device_ctx, **{k: (v if k == "source" else torch.from_numpy(
+        np.ascontiguousarray(v)).cuda()) for k, v in ref.to_vllm_mxfp4(w).items()})
+    counts = torch.tensor([3, 0, 5, 1, 2, 0, 0, 4][:E], dtype=torch.int32)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int32), counts.cumsum(0).to(torch.int32)]).cuda()
+    a = torch.from_numpy(rng.standard_normal((int(counts.sum()), I))).to(torch.bfloat16).cuda()
+    expected = moejit.grouped_gemm(device_ctx, a, packed, layout="contiguous", expert_offsets=offsets,
+                                   out_dtype="f32")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SPIN_CYCLES)
+    c = moejit.grouped_gemm(device_ctx, a, packed, layout="contiguous", expert_offsets=offsets, out_dtype="f32",
+                            stream=side.cuda_stream)
+    side.synchronize()
+    assert torch.equal(c, expected)
+
+
 def test_default_context_on_cuda(rng, store_dir, monkeypatch):
     """context 0 with CUDA tensors: the default context of that GPU (over this session's store)."""
     monkeypatch.setenv("MOEJIT_CACHE_DIR", str(store_dir))

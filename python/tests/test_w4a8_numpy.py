@@ -123,3 +123,21 @@ def test_grouped_gemm_masked_deepep_scale_slabs(host_ctx, rng):
     for e, count in enumerate(counts):
         assert np.array_equal(flat[e, :count], in_place[e, :count]), f"expert {e}"
         assert np.isfinite(in_place[e, :count]).all()
+
+
+@pytest.mark.parametrize("act_scale", ["token", "block128"])
+def test_broadcast_scales_are_refused(host_ctx, rng, act_scale):
+    """A per-tensor scale broadcast over the rows (numpy.broadcast_to, Tensor.expand) has one
+    value in memory where C reads one per row: refused, not read past its end."""
+    _, _, p13, p2 = layer(rng, host_ctx, "e4m3")
+    hidden = rng.standard_normal((T, H)).astype(np.float32)
+    ids, weights = ref.random_routing(rng, T, TOPK, E)
+    q, scales = quantize_e4m3(hidden, act_scale == "block128")
+    one = scales[:1]  # the first row's scales, repeated over every row
+    broadcast = np.broadcast_to(one, scales.shape)
+    assert broadcast.strides[0] == 0
+    with pytest.raises(moejit.InvalidArgumentError, match=r"'hidden_scales' is broadcast \(stride 0\)"):
+        moejit.fused_moe(host_ctx, q, p13, p2, weights, ids, act_scale=act_scale, hidden_scales=broadcast)
+    # The same values laid out one per row are taken.
+    moejit.fused_moe(host_ctx, q, p13, p2, weights, ids, act_scale=act_scale,
+                     hidden_scales=np.ascontiguousarray(broadcast))
