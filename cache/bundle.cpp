@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -82,23 +83,33 @@ Result<BundleSummary> export_bundle(const Store& store, const std::string& path,
                                     const std::optional<std::vector<Hash128>>& keys) {
   // Later layers win nothing: the first copy of a key (read-only layers first) is exported.
   std::map<std::string, EntryInfo> chosen;  // key hex -> entry
+  std::vector<EntryInfo> bad;                // only an error where it would be exported
   for (auto& info : store.list()) {
-    if (!info.entry.ok())
-      return error(Code::corrupt, "cannot export: entry '{}' is bad ({})", info.path,
-                   info.entry.status().message());
+    if (!info.entry.ok()) {
+      bad.push_back(std::move(info));
+      continue;
+    }
     std::string hex = info.entry->key.hex();
     chosen.emplace(std::move(hex), std::move(info));
   }
+  auto bad_entry = [](const EntryInfo& info) {
+    return error(Code::corrupt, "cannot export: entry '{}' is bad ({})", info.path, info.entry.status().message());
+  };
   std::vector<const EntryInfo*> selected;
   if (keys) {
     for (const auto& k : *keys) {
       auto it = chosen.find(k.hex());
-      if (it == chosen.end())
+      if (it == chosen.end()) {
+        // Named for the key but failing verification: say so rather than "no entry".
+        for (const EntryInfo& info : bad)
+          if (std::filesystem::path(info.path).filename().string().starts_with(k.hex())) return bad_entry(info);
         return error(Code::not_found, "cannot export: the store has no entry for key {}", k.hex());
+      }
       if (std::find(selected.begin(), selected.end(), &it->second) == selected.end())
         selected.push_back(&it->second);
     }
   } else {
+    if (!bad.empty()) return bad_entry(bad.front());
     for (auto& [hex, info] : chosen) selected.push_back(&info);
   }
 
@@ -190,19 +201,36 @@ Result<BundleSummary> read_bundle(int fd, const std::string& name,
 }
 
 Result<BundleSummary> import_bundle(Store& store, const std::string& path) {
+  if (store.memory_only()) {
+    auto problems = store.problems();
+    return error(Code::unavailable, "cannot import into kernel store '{}': {}", store.options().dir,
+                 problems.empty() ? std::string("it is memory-only") : problems.back());
+  }
   MOEJIT_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, Links::follow));
   // Pass 1 verifies everything, holding one entry at a time; pass 2 publishes the same keys.
   std::vector<Hash128> keys;
+  std::uint64_t entry_bytes = 0;
   MOEJIT_TRY(read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
     keys.push_back(e.key);
+    entry_bytes += encode_entry(e).size();
     return {};
   }));
+  // Pruned as they arrive, the first entries would be evicted by the last: a bundle the bound
+  // cannot hold is refused whole, and the store is pruned once, after the import.
+  const std::uint64_t bound = store.options().max_bytes;
+  if (bound > 0 && entry_bytes > bound)
+    return error(Code::invalid_argument,
+                 "bundle '{}' holds {} bytes of entries; the kernel store keeps at most {} (MOEJIT_CACHE_MAX_BYTES): "
+                 "expected a bound of at least {}",
+                 path, entry_bytes, bound, entry_bytes);
   std::size_t next = 0;
-  return read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
+  auto imported = read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
     if (next >= keys.size() || keys[next++] != e.key)
       return error(Code::corrupt, "bundle '{}' changed while it was imported", path);
-    return store.publish(e);
+    return store.publish(e, Store::AfterPublish::keep);
   });
+  if (bound > 0) store.prune(bound);
+  return imported;
 }
 
 }  // namespace moejit::store

@@ -19,8 +19,9 @@ struct BundleSummary {
 };
 
 // Writes the store's entries (all layers; only `keys` if given) to `path`, atomically.
-// A requested key the store lacks, or any bad entry among those exported, is an error; an
-// entry evicted by another process while the bundle is written is left out unless requested.
+// A requested key the store lacks, or a bad entry among those exported (any, without `keys`;
+// one of `keys` with them), is an error; an entry evicted by another process while the bundle
+// is written is left out unless requested.
 Result<BundleSummary> export_bundle(const Store& store, const std::string& path,
                                     const std::optional<std::vector<Hash128>>& keys);
 
@@ -33,8 +34,9 @@ Result<BundleSummary> read_bundle(int fd, const std::string& name,
                                   const std::function<Status(Entry&&)>& visit);
 
 // Verifies the bundle at `path` (a regular file; a FIFO or device is refused, not waited on)
-// and publishes its entries into the store's writable root. Nothing is published from a bundle
-// that fails verification.
+// and publishes its entries into the store's writable root, then prunes it once. Nothing is
+// published from a bundle that fails verification, or whose entries the store's size bound
+// cannot hold (they would evict one another), or into a memory-only store.
 Result<BundleSummary> import_bundle(Store& store, const std::string& path);
 
 }  // namespace moejit::store

@@ -168,6 +168,11 @@ Result<StoreOptions> StoreOptions::from_environment() {
   o.lock_dir = default_lock_dir();
   MOEJIT_ASSIGN_OR_RETURN(o.max_bytes, env_u64("MOEJIT_CACHE_MAX_BYTES", 4ull << 30));
   MOEJIT_ASSIGN_OR_RETURN(std::uint64_t timeout_ms, env_u64("MOEJIT_LOCK_TIMEOUT_MS", 60000));
+  // Past a day no one is waiting on purpose; larger values would overflow the deadline.
+  constexpr std::uint64_t kMaxLockTimeoutMs = 24ull * 3600 * 1000;
+  if (timeout_ms > kMaxLockTimeoutMs)
+    return error(Code::invalid_argument, "MOEJIT_LOCK_TIMEOUT_MS = {}: expected at most {} (a day)", timeout_ms,
+                 kMaxLockTimeoutMs);
   o.lock_timeout = std::chrono::milliseconds(timeout_ms);
   return o;
 }
@@ -247,9 +252,11 @@ std::optional<Entry> Store::load_from(const std::string& root, bool writable, co
     if (fd.status().code() == Code::not_found) return std::nullopt;
     bad = fd.status();
   } else {
-    // Shared lock while reading: prune takes it exclusively, so a loading entry is never evicted.
-    while (::flock(fd->get(), LOCK_SH) != 0 && errno == EINTR) {
-    }
+    // A shared lock while reading keeps prune (which tries for an exclusive one) from choosing a
+    // hot entry; never waited for: whoever holds it exclusively (a prune for an instant, or
+    // anyone who can open a shared layer's files) cannot stall a load, and the open descriptor
+    // reads the whole file even if it is unlinked meanwhile. Read-only layers are never pruned.
+    if (writable) ::flock(fd->get(), LOCK_SH | LOCK_NB);
     auto bytes = read_fd(fd->get(), path, kMaxEntryBytes);
     if (!bytes.ok()) {
       bad = bytes.status();
@@ -260,6 +267,13 @@ std::optional<Entry> Store::load_from(const std::string& root, bool writable, co
     } else {
       entry = std::move(decoded).value();
     }
+  }
+  if (bad.code() == Code::io_error) {
+    // No verdict on the entry (out of descriptors, EIO, a permission): a miss. The publish that
+    // follows replaces the file if it is really bad; moving it aside would take a good entry
+    // from every process on the host.
+    log(LogLevel::warn, "cannot read store entry '{}' ({}); treated as a miss", path, bad.message());
+    return std::nullopt;
   }
   if (!bad.ok()) {
     counters_.corrupt++;
@@ -284,7 +298,7 @@ std::optional<Entry> Store::load_from(const std::string& root, bool writable, co
   return entry;
 }
 
-Status Store::publish(const Entry& entry) {
+Status Store::publish(const Entry& entry, AfterPublish after) {
   if (memory_only())
     return error(Code::unavailable, "kernel store '{}' is memory-only", options_.dir);
   std::string path = entry_path(options_.dir, entry.key);
@@ -307,7 +321,7 @@ Status Store::publish(const Entry& entry) {
     return s;
   }
   counters_.published++;
-  if (options_.max_bytes > 0) prune(options_.max_bytes);
+  if (after == AfterPublish::prune && options_.max_bytes > 0) prune(options_.max_bytes);
   return {};
 }
 
@@ -344,6 +358,13 @@ std::vector<EntryInfo> Store::list() const {
       struct stat opened {};
       auto fd = open_entry(path, read_only, opened);
       if (!fd.ok() && fd.status().code() == Code::not_found) continue;  // evicted meanwhile
+      if (fd.ok()) {
+        info.device = opened.st_dev;
+        info.inode = opened.st_ino;
+      } else {
+        info.device = st.st_dev;
+        info.inode = st.st_ino;
+      }
       auto bytes = fd.ok() ? read_fd(fd->get(), path, kMaxEntryBytes) : Result<std::string>(fd.status());
       if (!bytes.ok()) {
         info.entry = bytes.status();
@@ -353,6 +374,9 @@ std::vector<EntryInfo> Store::list() const {
         if (info.entry.ok() && info.entry->key.hex() != stem)
           info.entry = error(Code::corrupt, "file is named for key {} but holds key {}", stem,
                              info.entry->key.hex());
+        // Verified; the code itself is not kept: a listing of the whole store (every layer)
+        // would otherwise hold all of it in memory at once.
+        if (info.entry.ok()) std::string().swap(info.entry->payload);
       }
       out.push_back(std::move(info));
     }
@@ -366,6 +390,11 @@ Status Store::move_aside(const EntryInfo& info) {
   if (info.read_only || memory_only())
     return error(Code::unavailable, "'{}' is in a read-only layer; only the writable root is repaired",
                  info.path);
+  // The file listed, not one published at its path since (the listing may have taken long).
+  struct stat now {};
+  if (::lstat(info.path.c_str(), &now) != 0) return {};  // gone already
+  if (now.st_dev != info.device || now.st_ino != info.inode)
+    return error(Code::unavailable, "'{}' was replaced since it was listed; left in place", info.path);
   std::string aside = info.path + std::string(kCorruptSuffix);
   if (::rename(info.path.c_str(), aside.c_str()) != 0 && errno != ENOENT)
     return error(Code::io_error, "cannot move '{}' aside: {}", info.path, std::strerror(errno));

@@ -14,6 +14,8 @@
 // is a regular file, reached without a symbolic link, owned by the effective user (or root, in
 // a read-only layer) and writable by nobody else. Checksums prove integrity, not authorship.
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -66,7 +68,11 @@ struct EntryInfo {
   bool regular_file = true;      // false: a directory, FIFO, link... at an entry's path
   std::uint64_t bytes = 0;
   std::int64_t last_use_unix_ms = 0;
-  Result<Entry> entry = Status(Code::internal, "not read");  // decoded and verified, or why not
+  // Decoded and verified (payload dropped: Store::list), or why not; io_error: it could not be
+  // read (out of descriptors, a permission), which says nothing about the entry.
+  Result<Entry> entry = Status(Code::internal, "not read");
+  dev_t device = 0;  // the file listed (move_aside moves that one only)
+  ino_t inode = 0;
 };
 
 struct PruneResult {
@@ -89,20 +95,24 @@ class Store {
   // and the search goes on as if it were absent.
   std::optional<Entry> load(const Hash128& key, std::string_view material);
 
-  // Atomic publish into the writable root; then evicts least-recently-used entries down to the
-  // size bound. A failure switches the store to memory-only (one warning) and is returned.
-  Status publish(const Entry& entry);
+  // Atomic publish into the writable root; then (unless `after` says otherwise: an import
+  // prunes once, at its end) evicts least-recently-used entries down to the size bound. A
+  // failure switches the store to memory-only (one warning) and is returned.
+  enum class AfterPublish { prune, keep };
+  Status publish(const Entry& entry, AfterPublish after = AfterPublish::prune);
 
   // The cross-process lock for `key` (not held if locking is off, failed or timed out).
   KeyLock lock_key(const Hash128& key);
 
   // Every entry in every layer, read-only layers first; each decoded and verified (or why
-  // not). Something at an entry's path that is not a regular file is listed as bad; an entry
-  // removed meanwhile (evicted by another process) is left out.
+  // not), its payload then dropped (one entry's code at a time is read). Something at an
+  // entry's path that is not a regular file is listed as bad; an entry removed meanwhile
+  // (evicted by another process) is left out.
   std::vector<EntryInfo> list() const;
 
   // Moves a bad entry of the writable root aside to *.corrupt (prune removes it), whatever it
-  // is: a damaged file, a directory, a FIFO, a link. Entries of read-only layers are refused.
+  // is: a damaged file, a directory, a FIFO, a link; the very file listed, not one published at
+  // its path since. Entries of read-only layers are refused.
   Status move_aside(const EntryInfo& info);
 
   // Least-recently-used entries of the writable root are removed until it holds at most

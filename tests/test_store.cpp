@@ -52,11 +52,6 @@ store::Entry random_entry(std::size_t payload_bytes = 4096) {
   return e;
 }
 
-void set_mtime(const std::string& path, std::int64_t seconds) {
-  struct timespec t[2] = {{seconds, 0}, {seconds, 0}};
-  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0);
-}
-
 }  // namespace
 
 TEST_CASE("entry encode/decode round-trips every field") {

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,11 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void set_mtime(const std::string& path, std::int64_t seconds) {
+  struct timespec t[2] = {{seconds, 0}, {seconds, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0);
 }
 
 void write_text(const std::string& path, const std::string& text) {

@@ -73,6 +73,8 @@ KernelSpec align_spec(std::uint32_t experts = 64, std::uint16_t bm = 16, std::ui
 
 std::string slurp(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
+// Sets a file's access and modification times (the store's last use) to `seconds` since 1970.
+void set_mtime(const std::string& path, std::int64_t seconds);
 
 // Tests that need a toolchain (NVRTC, the host C++ compiler) and do not find it skip, saying
 // "skipped: <why>", or fail with <why> where the toolchain is required: CMake's

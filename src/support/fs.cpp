@@ -105,9 +105,15 @@ Status make_private_dirs(const std::string& path) {
   std::filesystem::path p(path);
   std::filesystem::path partial;
   for (const auto& part : p) {
+    const std::filesystem::path parent = partial;
     partial /= part;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST)
+    if (::mkdir(partial.c_str(), 0700) == 0) {
+      // A new directory lasts a power loss only once its parent's entry for it is on disk:
+      // otherwise the first entries published into it can vanish with it. Best effort.
+      (void)fsync_dir(parent.empty() ? "." : parent.string());
+    } else if (errno != EEXIST) {
       return errno_status("cannot create directory", partial.string(), errno);
+    }
   }
   if (!std::filesystem::is_directory(p, ec))
     return error(Code::io_error, "'{}' exists but is not a directory", path);
