@@ -368,8 +368,8 @@ TEST_CASE("C ABI: bad input gives a status and a message naming the argument") {
   CHECK(std::string(moejit_last_error()).empty());
 
   moejit_fused_moe_args_t b = a;
-  b.tokens = 0;
-  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'tokens' = 0");
+  b.tokens = -2;
+  expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'tokens' = -2");
   b = a;
   b.hidden = static_cast<char*>(hidden.data) + 2;
   expect(moejit_fused_moe(c.ctx, &b, nullptr), MOEJIT_ERROR_INVALID_ARGUMENT, "'hidden'");

@@ -288,6 +288,13 @@ TEST_CASE("C ABI: the fused layer runs W4A8 on bf16 hidden states it quantizes, 
   f = cm;
   f.hidden_scale_k_stride = -2;
   fails(f, {"'hidden_scale_k_stride' = -2"});
+  // Strides whose products pass 64 bits would send the kernel's scale loads anywhere.
+  f = b;
+  f.hidden_scale_ld = INT64_MAX / 2;
+  fails(f, {"'hidden_scale_ld' = 4611686018427387903", "tokens", "2^60"});
+  f = cm;
+  f.hidden_scale_k_stride = std::int64_t{1} << 62;
+  fails(f, {"'hidden_scale_k_stride' = 4611686018427387904", "128-column blocks", "2^60"});
 
   // Warm-up's model description: E4M3 needs a scale granularity.
   moejit_model_desc_t m = mxfp4_model(H, I, E, topk, 4);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -486,12 +487,47 @@ TEST_CASE("fused MoE refusals name the argument and the expected value") {
   auto* map = static_cast<std::int32_t*>(base.map.data);
   auto* ids = static_cast<std::int32_t*>(base.ids.data);
   const std::vector<std::int32_t> small_map = {0, 1, 2, 3};  // never read: the shapes are refused first
+  // Descriptors copied from other weights, or edited: refused under the caller's field names
+  // before anything is compiled (MXFP4's scale bytes do not depend on these fields).
+  auto edited_w13 = [&](auto edit) {
+    auto w = std::make_shared<moejit_packed_weights_t>(layer.w13->w);
+    edit(*w);
+    return with([w](auto& a) { a.w13 = w.get(); });
+  };
   const std::vector<Refusal> refusals = {
+      {"w13 described with bf16 scales", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'args->w13->scale_dtype' = bf16", "e8m0 for mxfp4"},
+       edited_w13([](auto& w) { w.scale_dtype = MOEJIT_DTYPE_BF16; })},
+      {"w13 described with group 64", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->w13->group_size' = 64", "32 for mxfp4"},
+       edited_w13([](auto& w) { w.group_size = 64; })},
+      {"misaligned bias", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args->w13->bias'", "8-byte alignment"},
+       edited_w13([](auto& w) {
+         w.bias = reinterpret_cast<float*>(std::uintptr_t{0x1004});  // refused before any read
+         w.bias_bytes = std::uint64_t{Layer::E} * w.n * 4;
+       })},
+      {"negative tokens and no data", MOEJIT_ERROR_INVALID_ARGUMENT, {"'tokens' = -1", ">= 0"},
+       with([](auto& a) {
+         a.tokens = -1;
+         a.hidden = nullptr;
+         a.output = nullptr;
+       })},
+      {"an empty batch of a wrong layer", MOEJIT_ERROR_INVALID_ARGUMENT, {"w13"},
+       with([&](auto& a) {
+         a.tokens = 0;
+         a.w13 = &layer.w2->w;
+       })},
+      {"e4m3 hidden states for weights packed for bf16", MOEJIT_ERROR_INVALID_ARGUMENT,
+       {"'act_dtype' = e4m3", "packed for bf16"},
+       with([](auto& a) {
+         a.act_dtype = MOEJIT_DTYPE_E4M3;
+         a.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+       })},
+      {"no workspace", MOEJIT_ERROR_INVALID_ARGUMENT, {"'workspace' is null", "moejit_fused_moe_workspace_size"},
+       with([](auto& a) { a.workspace = nullptr; })},
       {"no args", MOEJIT_ERROR_INVALID_ARGUMENT, {"'args'"}, [&] { return moejit_fused_moe(c.ctx, nullptr, nullptr); }},
       {"no w13", MOEJIT_ERROR_INVALID_ARGUMENT, {"w13"}, with([](auto& a) { a.w13 = nullptr; })},
       {"w2 for w13", MOEJIT_ERROR_INVALID_ARGUMENT, {"w13"}, with([&](auto& a) { a.w13 = &layer.w2->w; })},
       {"w13 for w2", MOEJIT_ERROR_INVALID_ARGUMENT, {"w2"}, with([&](auto& a) { a.w2 = &layer.w13->w; })},
-      {"no tokens", MOEJIT_ERROR_INVALID_ARGUMENT, {"'tokens'", "0"}, with([](auto& a) { a.tokens = 0; })},
       {"topk 0", MOEJIT_ERROR_INVALID_ARGUMENT, {"'topk'", "0"}, with([](auto& a) { a.topk = 0; })},
       {"topk 65", MOEJIT_ERROR_INVALID_ARGUMENT, {"'topk'", "65"}, with([](auto& a) { a.topk = 65; })},
       {"no activation", MOEJIT_ERROR_INVALID_ARGUMENT, {"activation"},
@@ -549,6 +585,19 @@ TEST_CASE("fused MoE refusals name the argument and the expected value") {
     for (std::size_t i = 0; i < FusedCall::T * FusedCall::K; ++i) ids[i] = static_cast<std::int32_t>(i % Layer::E);
     check_refusal(r);
   }
+  // An empty batch (an expert-parallel rank no token reached) is no error: nothing is read or
+  // written, whatever its pointers hold; with max_tokens 0 it needs no workspace.
+  moejit_fused_moe_args_t empty = base.args;
+  empty.tokens = 0;
+  CHECK(moejit_fused_moe(c.ctx, &empty, nullptr) == MOEJIT_OK);
+  empty.hidden = empty.output = empty.workspace = nullptr;
+  empty.topk_ids = nullptr;
+  empty.topk_weights = nullptr;
+  empty.workspace_bytes = 0;
+  CHECK(moejit_fused_moe(c.ctx, &empty, nullptr) == MOEJIT_OK);
+  std::uint64_t empty_bytes = 1;
+  CHECK(moejit_fused_moe_workspace_size(c.ctx, &empty, &empty_bytes) == MOEJIT_OK);
+  CHECK(empty_bytes == 0);
   for (std::size_t i = 0; i < base.out.size; ++i)
     if (static_cast<const u8*>(base.out.data)[i] != 0x5a) FAIL("a refused call wrote output byte " << i);
 }

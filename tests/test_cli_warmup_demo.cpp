@@ -347,7 +347,7 @@ TEST_CASE("warmup --sms covers a GPU of an SM count no device profile has") {
     CHECK(doc["kernels_compiled"] == 0);
   }
   Json bad = run_json(dir, {"warmup", "--from-usage", dir / "none.txt", "--sms", "16"}, 1);
-  CHECK(bad["error"]["message"].get<std::string>().find("--sms 16: applies to --model") != std::string::npos);
+  CHECK(bad["error"]["message"].get<std::string>().find("--sms with --from-usage") != std::string::npos);
 }
 
 TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on an H200 and a GB10: quantizations and GEMMs") {

@@ -328,10 +328,10 @@ TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
   check_error(pack_gptq(bad).status(), Code::invalid_argument, {"GPTQ qzeros has 0 int32"});
   bad = src;
   bad.scale_dtype = DType::f32;
-  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"scale dtype 'f32'"});
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"'scale_dtype' = f32"});
   bad = src;
   bad.group_size = 48;
-  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"group_size = 48"});
+  check_error(pack_gptq(bad).status(), Code::invalid_argument, {"'group_size' = 48"});
 
   // A symmetric checkpoint whose zeros are not the symmetric ones.
   std::vector<i32> not_symmetric(g.qzeros.size(), as_i32(0x77777777u));
@@ -380,5 +380,5 @@ TEST_CASE("engine-layout packers reject bad inputs with the argument named") {
               {"weight_zero_point given for symmetric weights"});
   bad_ct = ct;
   bad_ct.group_size = 48;
-  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument, {"group_size = 48"});
+  check_error(pack_compressed_tensors(bad_ct).status(), Code::invalid_argument, {"'group_size' = 48"});
 }

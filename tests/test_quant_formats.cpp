@@ -152,15 +152,18 @@ TEST_CASE("weight format checks name the argument and the expectation") {
   CHECK(check_weight_format(WeightFormat::int4_sym, 128, DType::bf16, 256).ok());
   CHECK(check_weight_format(WeightFormat::int4_asym, 96, DType::f16, 96).ok());  // per-channel
   check_error(check_weight_format(WeightFormat::mxfp4, 64, DType::e8m0, 128), Code::invalid_argument,
-              {"group_size = 64", "mxfp4", "32"});
+              {"'group_size' = 64", "32 for mxfp4"});
   check_error(check_weight_format(WeightFormat::mxfp4, 32, DType::bf16, 128), Code::invalid_argument,
-              {"scale dtype 'bf16'", "e8m0"});
+              {"'scale_dtype' = bf16", "e8m0 for mxfp4"});
   check_error(check_weight_format(WeightFormat::int4_sym, 48, DType::bf16, 96), Code::invalid_argument,
-              {"group_size = 48", "32, 64, 128 or K = 96"});
+              {"'group_size' = 48", "32, 64, 128 or K = 96"});
   check_error(check_weight_format(WeightFormat::int4_sym, 128, DType::bf16, 192), Code::invalid_argument,
-              {"k = 192", "group_size = 128"});
+              {"'k' = 192", "group_size = 128"});
   check_error(check_weight_format(WeightFormat::int4_asym, 32, DType::e8m0, 64), Code::invalid_argument,
-              {"scale dtype 'e8m0'", "bf16 or f16"});
+              {"'scale_dtype' = e8m0", "bf16 or f16"});
   check_error(check_weight_format(WeightFormat::none, 32, DType::bf16, 64), Code::invalid_argument,
-              {"weight format", "mxfp4, int4_sym or int4_asym"});
+              {"'format'", "mxfp4, int4_sym or int4_asym"});
+  // Under an owner, as the caller spells the field.
+  check_error(check_weight_format(WeightFormat::mxfp4, 32, DType::f16, 64, "args->w2->"), Code::invalid_argument,
+              {"'args->w2->scale_dtype' = f16", "e8m0 for mxfp4"});
 }

@@ -368,10 +368,10 @@ TEST_CASE("packers check their arguments first") {
   w = random_logical(rng, WeightFormat::int4_asym, 48, DType::bf16, 2, 64, 48);  // per-channel, K % 32 != 0
   check_error(pack(w).status(), Code::invalid_argument, {"'k' = 48", "multiple of 32"});
   w = random_logical(rng, WeightFormat::int4_sym, 64, DType::bf16, 2, 64, 96);
-  check_error(pack(w).status(), Code::invalid_argument, {"k = 96", "group_size = 64"});
+  check_error(pack(w).status(), Code::invalid_argument, {"'k' = 96", "group_size = 64"});
   w = random_logical(rng, WeightFormat::mxfp4, 32, DType::e8m0, 2, 64, 64);
   w.group_size = 64;
-  check_error(pack(w).status(), Code::invalid_argument, {"group_size = 64", "mxfp4"});
+  check_error(pack(w).status(), Code::invalid_argument, {"'group_size' = 64", "mxfp4"});
   w = random_logical(rng, WeightFormat::int4_sym, 32, DType::f16, 2, 64, 64);
   check_error(pack(w, {.order = PackedOrder::a4}).status(), Code::invalid_argument,
               {"order a4", "int4_sym", "expected mxfp4"});

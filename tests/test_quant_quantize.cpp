@@ -173,11 +173,11 @@ TEST_CASE("INT4: all-zero groups get scale 1 and the zero point, non-finite weig
 TEST_CASE("quantize checks its arguments") {
   std::vector<float> w(2 * 4 * 64, 1.0f);
   check_error(quantize(w, 2, 4, 64, {WeightFormat::mxfp4, 64, DType::e8m0}).status(), Code::invalid_argument,
-              {"group_size = 64"});
+              {"'group_size' = 64"});
   check_error(quantize(w, 2, 4, 64, {WeightFormat::int4_sym, 48, DType::bf16}).status(), Code::invalid_argument,
-              {"group_size = 48"});
+              {"'group_size' = 48"});
   check_error(quantize(w, 2, 4, 64, {WeightFormat::int4_sym, 32, DType::e8m0}).status(), Code::invalid_argument,
-              {"scale dtype 'e8m0'"});
+              {"'scale_dtype' = e8m0"});
   check_error(quantize(w, 2, 5, 64, {WeightFormat::int4_sym, 32, DType::bf16}).status(), Code::invalid_argument,
               {"weights has 512 elements", "E*N*K = 640"});
   check_error(quantize(w, 0, 4, 64, {WeightFormat::int4_sym, 32, DType::bf16}).status(), Code::invalid_argument,

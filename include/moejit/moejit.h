@@ -370,12 +370,17 @@ typedef struct moejit_fused_moe_args {
                                          values */
   moejit_dtype_t out_dtype;           /* BF16, F16 or F32 */
   moejit_epilogue_t activation;       /* SILU_AND_MUL or SWIGLU_OAI */
-  int32_t tokens;                     /* T > 0 */
+  int32_t tokens;                     /* T >= 0; max(T, max_tokens) x topk + 127 x w13->experts
+                                         (the routed slots with padding) at most 2^31 - 1.
+                                         T = 0 (an expert-parallel rank that got no token):
+                                         the shapes are checked, nothing is read or written,
+                                         the data pointers may be NULL */
   uint32_t topk;                      /* 1 to 64 */
-  uint32_t global_experts;            /* range of topk_ids; 0: w13->experts */
+  uint32_t global_experts;            /* range of topk_ids, at most 2^31 - 1; 0: w13->experts */
   const void* hidden;                 /* [T, H] act dtype, 16-byte aligned (as is output); E2M1:
                                          H / 2 bytes per row */
-  const int32_t* topk_ids;            /* [T, topk] global expert ids */
+  const int32_t* topk_ids;            /* [T, topk] global expert ids, 4-byte aligned (as are
+                                         topk_weights and expert_map) */
   const float* topk_weights;          /* [T, topk] */
   const int32_t* expert_map;          /* [global_experts] -> local expert in [0, w13->experts)
                                          or -1 (not on this rank: contributes nothing); NULL:
@@ -409,15 +414,21 @@ typedef struct moejit_fused_moe_args {
      codes per byte, the even column in the low nibble (templates/moe/quantize_params.cuh). */
   moejit_act_scale_t act_scale;       /* NONE for weights packed for 16-bit activations */
   const void* hidden_scales;          /* act_dtype E4M3: f32 [T] (TOKEN) or [T, hidden_scale_ld]
-                                         (BLOCK128); E2M1: E8M0 bytes [T, hidden_scale_ld],
-                                         16-byte aligned; in the memory of hidden */
+                                         (BLOCK128), 4-byte aligned; E2M1: E8M0 bytes
+                                         [T, hidden_scale_ld], 16-byte aligned; in the memory of
+                                         hidden */
   int64_t hidden_scale_ld;            /* BLOCK128: floats between rows, at least H / 128;
-                                         BLOCK32: bytes, a multiple of 16 of at least H / 32 */
+                                         BLOCK32: bytes, a multiple of 16 of at least H / 32.
+                                         With act_dtype E4M3 or E2M1, max(T, max_tokens) x
+                                         hidden_scale_ld (and (H / 128 + 1) x
+                                         hidden_scale_k_stride) stay below 2^60 */
   /* Added in 0.2 (read only when struct_size covers it; else 0): E4M3 hidden states with
      BLOCK128 scales stored column-major (DeepEP's dispatch, DeepGEMM's MN-major layout), read in
      place: scale (t, h / 128) is hidden_scales[t * hidden_scale_ld + (h / 128) *
      hidden_scale_k_stride]; [H / 128][T] is hidden_scale_ld 1, hidden_scale_k_stride T (or more).
-     0 or 1: row-major. The layer's own scales (of the gate/up output) are row-major. */
+     0 or 1: row-major; negative values are refused, and values above 1 are taken only with
+     E4M3 hidden states and BLOCK128 scales. The layer's own scales (of the gate/up output) are
+     row-major. */
   int64_t hidden_scale_k_stride;
 } moejit_fused_moe_args_t;
 
@@ -426,7 +437,7 @@ void moejit_fused_moe_args_init(moejit_fused_moe_args_t* args);
    global_experts, dtypes, activation): every data pointer may be NULL, the weights' buffers
    (and their sizes) too, so engines size the workspace at start-up, before loading weights.
    A layer that moejit_fused_moe would refuse for its shapes, dtypes or the context's target is
-   refused here with the same message. */
+   refused here with the same message. tokens and max_tokens both 0: 0 bytes. */
 moejit_status_t moejit_fused_moe_workspace_size(moejit_context_t context, const moejit_fused_moe_args_t* args,
                                                 uint64_t* bytes);
 moejit_status_t moejit_fused_moe(moejit_context_t context, const moejit_fused_moe_args_t* args, void* stream);

@@ -1,6 +1,7 @@
 #include "api/api_support.hpp"
 
 #include "gemm/grouped_gemm_params.cuh"
+#include "quant/formats.hpp"
 #include "quant/pack.hpp"
 #include "spec/act_scale_rule.hpp"
 #include "spec/spec_fields.hpp"
@@ -99,9 +100,11 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
   // Bounded before any size is computed from them (unbounded, E x N x K wraps 64 bits).
   if (!quant::packed_extents_fit(w->experts, w->n, w->k))
     return quant::check_packed_extents(w->experts, w->n, w->k, fmt::format("{}->", argument));
-  if (w->group_size == 0 || w->k % w->group_size != 0)
-    return error(Code::invalid_argument, "argument '{}->group_size' = {}: expected a group dividing k = {}", argument,
-                 w->group_size, w->k);
+  // A descriptor copied from other weights must not pass as these: the scale bytes of MXFP4 do
+  // not depend on the group or scale fields, so only this check would catch it.
+  const auto format = static_cast<WeightFormat>(w->format);
+  if (!quant::check_weight_format(format, w->group_size, scale, w->k).ok())
+    return quant::check_weight_format(format, w->group_size, scale, w->k, fmt::format("{}->", argument));
   // The buffers must be exactly what the shape packs to: a wrong size means wrong weights.
   const std::uint64_t e = w->experts, n = w->n, k = w->k, groups = w->k / w->group_size;
   const std::uint64_t want[4] = {e * n * k / 2,
@@ -118,8 +121,11 @@ Result<dispatch::PackedWeightsView> packed_view(const moejit_packed_weights_t* w
   for (auto [p, name] : {std::pair<const void*, const char*>{w->qweight, "qweight"}, {w->scales, "scales"}, {w->zeros, "zeros"}})
     if (p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
       return error(Code::invalid_argument, "argument '{}->{}' = {}: expected 16-byte alignment", argument, name, p);
+  if (reinterpret_cast<std::uintptr_t>(w->bias) % 8 != 0)  // the epilogue reads f32 pairs
+    return error(Code::invalid_argument, "argument '{}->bias' = {}: expected 8-byte alignment", argument,
+                 static_cast<const void*>(w->bias));
   dispatch::PackedWeightsView v;
-  v.format = static_cast<WeightFormat>(w->format);
+  v.format = format;
   v.group_size = w->group_size;
   v.scale = scale;
   v.experts = w->experts;

@@ -1,6 +1,7 @@
 // C ABI: the grouped GEMM.
 
 #include "api/api_support.hpp"
+#include "dispatch/grouped_gemm_op.hpp"  // and the kernel's argument checks
 #include "spec/spec_fields.hpp"
 
 using namespace moejit;
@@ -33,23 +34,17 @@ Result<dispatch::GroupedGemmRequest> gemm_request(const moejit_grouped_gemm_args
   }
   MOEJIT_ASSIGN_OR_RETURN(r.layout, api::layout_of(a->layout, "args->layout"));
   if (a->m < 0) return error(Code::invalid_argument, "argument 'args->m' = {}: expected >= 0", a->m);
-  // Offsets are row x stride in elements of at most 4 bytes: bounded so that the last row's stays
-  // below 2^60 (no buffer is larger), no product of a stride wraps in the checks or the kernel.
+  // Offsets are row x stride in elements: bounded for every row the layout can address.
   const std::int64_t rows = r.layout == Layout::masked ? std::int64_t{r.weights.experts} * a->m : a->m;
-  auto bounded = [](const char* name, std::int64_t stride, std::int64_t count, const char* counted) -> Status {
-    if (count > 0 && stride > (std::int64_t{1} << 60) / count)
-      return error(Code::invalid_argument,
-                   "argument 'args->{}' = {}: expected at most {} for {} {} (the last one's offset must stay below "
-                   "2^60 elements)",
-                   name, stride, (std::int64_t{1} << 60) / count, count, counted);
-    return {};
-  };
-  MOEJIT_TRY(bounded("lda", a->lda, rows, "rows of A"));
-  MOEJIT_TRY(bounded("ldc", a->ldc, rows, "rows of C"));
-  if (r.act_scale != ActScale::none) MOEJIT_TRY(bounded("a_scale_ld", a->a_scale_ld, rows, "rows of scales"));
+  MOEJIT_TRY(check_offset_stride("args->lda", a->lda, rows, "rows of A"));
+  MOEJIT_TRY(check_offset_stride("args->ldc", a->ldc, rows, "rows of C"));
+  if (r.act_scale != ActScale::none)
+    MOEJIT_TRY(check_offset_stride("args->a_scale_ld", a->a_scale_ld, rows, "rows of scales"));
   if (MOEJIT_STRUCT_HAS(a, a_scale_expert_stride)) {
-    MOEJIT_TRY(bounded("a_scale_k_stride", a->a_scale_k_stride, r.weights.k / 128 + 1, "128-k blocks"));
-    MOEJIT_TRY(bounded("a_scale_expert_stride", a->a_scale_expert_stride, r.weights.experts, "experts"));
+    MOEJIT_TRY(
+        check_offset_stride("args->a_scale_k_stride", a->a_scale_k_stride, r.weights.k / 128 + 1, "128-k blocks"));
+    MOEJIT_TRY(
+        check_offset_stride("args->a_scale_expert_stride", a->a_scale_expert_stride, r.weights.experts, "experts"));
     // Only BLOCK128 scales have a column-major or per-expert-slab layout.
     if (r.act_scale != ActScale::block128 && (a->a_scale_k_stride > 1 || a->a_scale_expert_stride != 0))
       return error(Code::invalid_argument,

@@ -116,7 +116,8 @@ Command add_cache_command(CLI::App& app, const GlobalOptions& g) {
         ++checked;
         if (info.entry.ok()) continue;
         Json bad{{"path", info.path}, {"error", info.entry.status().message()}, {"moved_aside", false}};
-        if (!info.read_only) {
+        // An entry that could not be read (io_error) may be good: reported, left in place.
+        if (!info.read_only && info.entry.status().code() != Code::io_error) {
           Status moved = s.move_aside(info);
           bad["moved_aside"] = moved.ok();
           if (!moved.ok()) bad["move_error"] = moved.message();

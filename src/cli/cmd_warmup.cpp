@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "cli/commands.hpp"
@@ -36,7 +38,8 @@ Result<std::vector<Arch>> parse_archs(const std::string& list) {
     if (runtime_target(*a) != *a)
       log(LogLevel::info, "--arch {}: warming {}, the kernels a GPU of that compute capability runs", name,
           to_string(runtime_target(*a)));
-    out.push_back(runtime_target(*a));
+    // sm_90 and sm_90a name one target: warmed once.
+    if (std::find(out.begin(), out.end(), runtime_target(*a)) == out.end()) out.push_back(runtime_target(*a));
     pos = comma + 1;
   }
   return out;
@@ -49,16 +52,26 @@ struct WarmPlan {
   ActChoice act;
 };
 
-// The specs to warm, from a model config or a usage manifest.
-Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend) {
+// The options that describe a model: a usage manifest lists its kernels whole instead.
+constexpr const char* kModelOptions[] = {"--model", "--weights", "--scale", "--act",        "--act-scale",
+                                         "--out",   "--tp",      "--ep",    "--max-tokens", "--sms"};
+
+// The specs to warm, from a model config or a usage manifest. `given(option)`: whether the
+// command line set it.
+Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend, const std::function<bool(const char*)>& given) {
   MOEJIT_ASSIGN_OR_RETURN(std::vector<Arch> archs, parse_archs(a.archs));
   if (!a.from_usage.empty()) {
-    if (a.sms != 0)
-      return error(Code::invalid_argument, "--sms {}: applies to --model (a usage manifest lists its kernels already)",
-                   a.sms);
+    for (const char* option : kModelOptions)
+      if (given(option))
+        return error(Code::invalid_argument,
+                     "{} with --from-usage: expected none of the model's options (the manifest lists its kernels, "
+                     "which --arch and --backend may re-target)",
+                     option);
     MOEJIT_ASSIGN_OR_RETURN(std::vector<KernelSpec> used, dispatch::read_usage_manifest(a.from_usage));
+    // Re-targeted as asked: the same kernels for every named architecture, for the named backend.
+    if (given("--backend"))
+      for (KernelSpec& s : used) s.backend = backend;
     if (archs.empty()) return WarmPlan{used, {}, {}};
-    // Re-target the recorded specs: the same kernels for every named architecture.
     WarmPlan out;
     for (Arch arch : archs)
       for (KernelSpec s : used) {
@@ -130,14 +143,14 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
                   "Also plan for a GPU of this many SMs (one no device profile of the target has: a MIG slice, "
                   "another SKU); tiles and split-K depend on it")
       ->check(CLI::Range(1u, 1024u));
-  cmd->add_option("-j,--jobs", a->jobs, "Concurrent compiles (default: cores, at most 8)");
+  cmd->add_option("-j,--jobs", a->jobs, "Concurrent compiles (default: cores, at most 8)")->check(CLI::Range(1u, 256u));
   cmd->add_option("--from-usage", a->from_usage, "Warm exactly the kernels a usage manifest lists");
   cmd->add_option("--backend", a->backend, "device (CUBINs, default) or host");
-  return {cmd, [&g, a]() -> int {
+  return {cmd, [&g, a, cmd]() -> int {
     Backend backend = a->backend == "host" ? Backend::host : Backend::device;
     if (a->backend != "host" && a->backend != "device")
       return fail(g, error(Code::invalid_argument, "--backend {}: expected device or host", a->backend));
-    auto plan = specs_to_warm(*a, backend);
+    auto plan = specs_to_warm(*a, backend, [cmd](const char* option) { return cmd->count(option) > 0; });
     if (!plan.ok()) return fail(g, plan.status());
     const std::vector<KernelSpec>* specs = &plan->specs;
     auto options = resolver_options(g);
@@ -145,6 +158,13 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
     if (a->jobs > 0) options->compile_threads = a->jobs;
     auto resolver = KernelResolver::create(std::move(options).value());
     if (!resolver.ok()) return fail(g, resolver.status());
+    // Warming a store that keeps nothing on disk would report kernels no later run finds.
+    const store::Store& store = (*resolver)->store();
+    if (store.memory_only()) {
+      auto problems = store.problems();
+      return fail(g, error(Code::io_error, "cannot warm kernel store '{}': {}", store.options().dir,
+                           problems.empty() ? std::string("it is memory-only") : problems.back()));
+    }
 
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::future<Result<Resolution>>> pending;
@@ -162,6 +182,12 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto stats = (*resolver)->stats();
+    // A kernel compiled but not stored (a full disk, say, which also turns the store
+    // memory-only) is not warm.
+    if (const auto failed = store.stats().publish_failures; failed > 0)
+      errors.push_back(fmt::format("{} compiled kernel(s) could not be written to the store '{}'{}", failed,
+                                   store.options().dir,
+                                   store.problems().empty() ? std::string() : ": " + store.problems().back()));
     Json doc{{"kernels", specs->size()},
              {"compiled", compiled},
              {"from_disk", from_disk},

@@ -48,6 +48,10 @@ Result<WeightChoice> choose_weights(std::string_view weights, std::string_view s
   using Kind = dispatch::CheckpointQuantization::Kind;
   if (!weights.empty()) {
     MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(weights, scale));
+    // --weights naming the checkpoint's own format keeps its scales unless --scale says otherwise.
+    if (scale.empty() && checkpoint.kind == Kind::four_bit && w.format != WeightFormat::mxfp4 &&
+        w.format == checkpoint.format && w.group_size == checkpoint.group_size)
+      w.scale = checkpoint.scale;
     if (checkpoint.kind == Kind::four_bit &&
         (w.format != checkpoint.format || w.group_size != checkpoint.group_size))
       log(LogLevel::warn, "--weights {}: {}'s quantization_config ({}) describes {} weights; building for --weights",
@@ -75,6 +79,9 @@ Result<WeightChoice> choose_weights(std::string_view weights, std::string_view s
   MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, parse_weights(spelling, scale_name));
   log(LogLevel::info, "weights {} ({} scales), from {}'s quantization_config ({})", spelling, to_string(w.scale), config,
       checkpoint.method);
+  if (w.scale != checkpoint.scale && checkpoint.format != WeightFormat::mxfp4)
+    log(LogLevel::warn, "--scale {}: {}'s quantization_config ({}) has {} scales; building for --scale", scale, config,
+        checkpoint.method, to_string(checkpoint.scale));
   if (!checkpoint.skipped_groups.empty())
     log(LogLevel::warn,
         "{}'s quantization_config also has config groups moejit cannot run ({}); if the experts are among them, "
@@ -94,6 +101,7 @@ Result<ActChoice> choose_act(std::string_view act, std::string_view act_scale, c
     if (act_scale.empty()) c.scale = checkpoint.act_scale;
     log(LogLevel::info, "activations e4m3 ({} scales), from {}'s quantization_config (input_activations)",
         to_string(c.scale), config);
+    if (!checkpoint.act_note.empty()) log(LogLevel::info, "{}'s quantization_config: {}", config, checkpoint.act_note);
     return c;
   }
   if (act.empty() && checkpoint_weights && !checkpoint.act_note.empty())

@@ -121,7 +121,8 @@ SplitRegion split_region(const KernelSpec& up, const KernelSpec& down, std::int3
 // What the layer's shapes allow: enough to choose kernels and size the workspace, so the
 // workspace query needs no data pointers (engines size it at start-up, before any batch).
 Status check_shapes(const FusedMoeRequest& r) {
-  if (r.tokens <= 0) return error(Code::invalid_argument, "argument 'tokens' = {}: expected > 0", r.tokens);
+  if (r.tokens < 0)
+    return error(Code::invalid_argument, "argument 'tokens' = {}: expected >= 0 (0: an empty batch)", r.tokens);
   if (r.max_tokens != 0 && r.max_tokens < r.tokens)
     return error(Code::invalid_argument, "argument 'max_tokens' = {}: expected 0 or at least tokens = {}", r.max_tokens,
                  r.tokens);
@@ -232,6 +233,12 @@ Status check_data(const FusedMoeRequest& r) {
     return error(Code::invalid_argument,
                  "argument 'hidden_scale_k_stride' = {}: expected >= 0 (0 or 1: row-major; more: column-major)",
                  r.hidden_scale_k_stride);
+  if (r.act == DType::e4m3 || r.act == DType::e2m1) {
+    MOEJIT_TRY(check_offset_stride("hidden_scale_ld", r.hidden_scale_ld, std::max(r.tokens, r.max_tokens),
+                                   "tokens"));
+    MOEJIT_TRY(check_offset_stride("hidden_scale_k_stride", r.hidden_scale_k_stride, r.w13.k / 128 + 1,
+                                   "128-column blocks"));
+  }
   if (r.hidden_scale_k_stride > 1 && !(r.act == DType::e4m3 && r.act_scale == ActScale::block128))
     return error(Code::invalid_argument,
                  "argument 'hidden_scale_k_stride' = {}: expected 0 or 1 (row-major; only e4m3 hidden states with "
@@ -424,6 +431,7 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   MOEJIT_TRY(check_shapes(r));
   MOEJIT_TRY(check_target(r, arch));
+  if (std::max(r.tokens, r.max_tokens) == 0) return std::uint64_t{0};  // only empty batches: none used
   // The split-K region is largest at some T up to max_tokens; only decode tiles split, and the
   // tile rows grow with T, so the scan stops at the first T past them.
   std::uint64_t split = 0;
@@ -442,19 +450,29 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
 }
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
-  MOEJIT_TRY(check_data(r));
+  // The shapes first: a call whose layer is wrong is told so before anything about its data.
+  MOEJIT_TRY(check_shapes(r));
   const Arch arch = ctx.launcher.arch();
   MOEJIT_TRY(check_target(r, arch));
+  // An empty batch (an expert-parallel rank no token was routed to): nothing to read or write;
+  // its tensors' pointers may be anything, NULL included.
+  if (r.tokens == 0) return {};
+  MOEJIT_TRY(check_data(r));
   MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
   MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream));
   const i32 numel = r.tokens * static_cast<i32>(r.topk);
   const WorkspaceLayout l = workspace_layout(r);
   const SplitRegion split = split_region(specs.up, specs.down, numel);
-  if (r.workspace == nullptr || r.workspace_bytes < l.split + split.bytes)
+  if (r.workspace == nullptr)
     return error(Code::invalid_argument,
-                 "argument 'workspace_bytes' = {}: expected at least {} for this layer at {} tokens (workspace {}); "
-                 "size it with moejit_fused_moe_workspace_size for max_tokens",
-                 r.workspace_bytes, l.split + split.bytes, r.tokens, r.workspace == nullptr ? "is null" : "too small");
+                 "argument 'workspace' is null: expected {} bytes or more for this layer at {} tokens; size it with "
+                 "moejit_fused_moe_workspace_size for max_tokens",
+                 l.split + split.bytes, r.tokens);
+  if (r.workspace_bytes < l.split + split.bytes)
+    return error(Code::invalid_argument,
+                 "argument 'workspace_bytes' = {}: expected at least {} for this layer at {} tokens; size it with "
+                 "moejit_fused_moe_workspace_size for max_tokens",
+                 r.workspace_bytes, l.split + split.bytes, r.tokens);
   auto* ws = static_cast<unsigned char*>(r.workspace);
   auto* sorted = reinterpret_cast<i32*>(ws + l.sorted);
   auto* expert_ids = reinterpret_cast<i32*>(ws + l.expert_ids);

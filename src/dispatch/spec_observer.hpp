@@ -26,8 +26,10 @@ struct Decision {
 
 class SpecObserver {
  public:
-  // `manifest`: file to append used specs to ("" for none); `print`: log each first use.
-  SpecObserver(std::string manifest, bool print) : manifest_(std::move(manifest)), print_(print) {}
+  // `manifest`: file to append used specs to ("" for none); specs it already lists (from earlier
+  // runs) are not appended again, so it does not grow with every restart. `print`: log each
+  // first use.
+  SpecObserver(std::string manifest, bool print);
 
   void used(const KernelSpec& spec, const Decision& why);
 
@@ -37,11 +39,13 @@ class SpecObserver {
   std::string manifest_;
   bool print_;
   std::shared_mutex mutex_;
-  std::unordered_set<KernelSpec, KernelSpecHash> seen_;
+  std::unordered_set<KernelSpec, KernelSpecHash> seen_;      // used by this context
+  std::unordered_set<KernelSpec, KernelSpecHash> recorded_;  // in the manifest
 };
 
 // Specs listed in a usage manifest, in order, without repeats. Malformed lines are errors
-// naming the file and line.
+// naming the file and line, except a last line without its newline (a writer stopped in the
+// middle of it), which is skipped with a warning. A manifest that lists no spec is an error.
 Result<std::vector<KernelSpec>> read_usage_manifest(const std::string& path);
 
 }  // namespace moejit::dispatch

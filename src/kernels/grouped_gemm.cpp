@@ -239,6 +239,16 @@ std::uint64_t grouped_gemm_partial_bytes(const KernelSpec& s, const GemmTiles& t
   return grouped_gemm_counter_count(s, t) * s.split_k * s.bm * s.bn * sizeof(float);
 }
 
+Status check_offset_stride(std::string_view name, std::int64_t stride, std::int64_t count, std::string_view counted) {
+  constexpr std::int64_t kOffsetLimit = std::int64_t{1} << 60;
+  if (count > 0 && stride > kOffsetLimit / count)
+    return error(Code::invalid_argument,
+                 "argument '{}' = {}: expected at most {} for {} {} (the last one's offset must stay below 2^60 "
+                 "elements)",
+                 name, stride, kOffsetLimit / count, count, counted);
+  return {};
+}
+
 Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p) {
   if (p.m < 0) return error(Code::invalid_argument, "argument 'm' = {}: expected >= 0", p.m);
   if (s.m != 0 && p.m != static_cast<std::int32_t>(s.m))

@@ -5,6 +5,7 @@
 // problem is dispatch policy (dispatch/tile_configs, dispatch/grouped_gemm_op).
 
 #include <cstdint>
+#include <string_view>
 
 #include "gemm/grouped_gemm_params.cuh"
 #include "kernels/kernel_def.hpp"
@@ -29,6 +30,11 @@ Result<LaunchGrid> grouped_gemm_grid(const GemmTiles& tiles);
 // launch needs; 0 when split_k == 1.
 std::uint64_t grouped_gemm_counter_count(const KernelSpec& spec, const GemmTiles& tiles);
 std::uint64_t grouped_gemm_partial_bytes(const KernelSpec& spec, const GemmTiles& tiles);
+
+// The kernel computes element offsets row x stride in 64 bits: `stride` (argument `name`) over
+// `count` rows (or blocks, experts: `counted`) must keep the last one's offset below 2^60
+// elements, which no buffer reaches, so that no product wraps in the checks or the kernel.
+Status check_offset_stride(std::string_view name, std::int64_t stride, std::int64_t count, std::string_view counted);
 
 // Every pointer the spec's layout, format and epilogue need is present and aligned, strides
 // fit, M is in range. The message names the argument and what was expected.

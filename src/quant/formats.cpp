@@ -101,31 +101,34 @@ double decode_scale(DType dtype, u16 bits) {
 
 u32 scale_bytes(DType dtype) { return dtype == DType::e8m0 ? 1 : 2; }
 
-Status check_weight_format(WeightFormat format, u32 group_size, DType scale_dtype, u32 k) {
+Status check_weight_format(WeightFormat format, u32 group_size, DType scale_dtype, u32 k, std::string_view owner) {
   switch (format) {
     case WeightFormat::mxfp4:
       if (group_size != kMxBlock)
-        return error(Code::invalid_argument, "group_size = {} for mxfp4: expected 32 (one E8M0 scale per 32 k)",
+        return error(Code::invalid_argument,
+                     "argument '{}group_size' = {}: expected 32 for mxfp4 (one E8M0 scale per 32 k)", owner,
                      group_size);
       if (scale_dtype != DType::e8m0)
-        return error(Code::invalid_argument, "scale dtype '{}' for mxfp4: expected e8m0", to_string(scale_dtype));
+        return error(Code::invalid_argument, "argument '{}scale_dtype' = {}: expected e8m0 for mxfp4", owner,
+                     to_string(scale_dtype));
       break;
     case WeightFormat::int4_sym:
     case WeightFormat::int4_asym:
       if (group_size != 32 && group_size != 64 && group_size != 128 && group_size != k)
         return error(Code::invalid_argument,
-                     "group_size = {} for {}: expected 32, 64, 128 or K = {} (per-channel)", group_size,
-                     to_string(format), k);
+                     "argument '{}group_size' = {}: expected 32, 64, 128 or K = {} (per-channel) for {}", owner,
+                     group_size, k, to_string(format));
       if (scale_dtype != DType::bf16 && scale_dtype != DType::f16)
-        return error(Code::invalid_argument, "scale dtype '{}' for {}: expected bf16 or f16",
+        return error(Code::invalid_argument, "argument '{}scale_dtype' = {}: expected bf16 or f16 for {}", owner,
                      to_string(scale_dtype), to_string(format));
       break;
     default:
-      return error(Code::invalid_argument, "weight format '{}': expected mxfp4, int4_sym or int4_asym",
+      return error(Code::invalid_argument, "argument '{}format' = {}: expected mxfp4, int4_sym or int4_asym", owner,
                    to_string(format));
   }
   if (k == 0 || k % group_size != 0)
-    return error(Code::invalid_argument, "k = {}: expected a positive multiple of group_size = {}", k, group_size);
+    return error(Code::invalid_argument, "argument '{}k' = {}: expected a positive multiple of group_size = {}", owner,
+                 k, group_size);
   return ok_status();
 }
 

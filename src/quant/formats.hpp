@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "common/types.cuh"
 #include "spec/kernel_spec.hpp"
@@ -81,7 +82,8 @@ u32 scale_bytes(DType dtype);
 
 // Checks a weight format description: mxfp4 needs group 32 and e8m0 scales; int4 needs a group
 // of 32, 64, 128 or K (per-channel) that divides K, and bf16 or f16 scales. Messages name the
-// argument and the expected values.
-Status check_weight_format(WeightFormat format, u32 group_size, DType scale_dtype, u32 k);
+// field under `owner` as the caller spells it ("desc->", "args->w13->"; empty: the bare name)
+// and the expected values.
+Status check_weight_format(WeightFormat format, u32 group_size, DType scale_dtype, u32 k, std::string_view owner = {});
 
 }  // namespace moejit::quant

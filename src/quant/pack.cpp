@@ -44,7 +44,7 @@ Status check_packed_extents(u32 experts, u32 n, u32 k, std::string_view owner) {
 
 Status check_pack_shape(const WeightShape& shape, RowOrder rows, PackedOrder order, std::string_view owner) {
   MOEJIT_TRY(check_packed_extents(shape.experts, shape.n, shape.k, owner));
-  MOEJIT_TRY(check_weight_format(shape.format, shape.group_size, shape.scale_dtype, shape.k));
+  MOEJIT_TRY(check_weight_format(shape.format, shape.group_size, shape.scale_dtype, shape.k, owner));
   if (rows != RowOrder::plain && rows != RowOrder::concatenated && rows != RowOrder::interleaved)
     return error(Code::invalid_argument, "rows = {}: expected plain, concatenated or interleaved",
                  static_cast<int>(rows));
