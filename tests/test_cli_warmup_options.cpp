@@ -109,7 +109,7 @@ TEST_CASE("moejit warmup -j outside 1..256 is refused") {
   }
 }
 
-TEST_CASE("a usage manifest cut short by a killed run still warms what it lists; an empty one is an error") {
+TEST_CASE("a usage manifest cut short by a killed run still warms what it lists and an empty one is an error") {
   TempDir dir;
   write_text(dir / "cut.jsonl", std::string(kAlignLine) + "\n" + R"({"op":"moe_al)");
   ProcessResult cut = warmup(dir, {"--from-usage", dir / "cut.jsonl"});
