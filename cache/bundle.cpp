@@ -201,20 +201,18 @@ Result<BundleSummary> read_bundle(int fd, const std::string& name,
 }
 
 Result<BundleSummary> import_bundle(Store& store, const std::string& path) {
-  if (store.memory_only()) {
-    auto problems = store.problems();
-    return error(Code::unavailable, "cannot import into kernel store '{}': {}", store.options().dir,
-                 problems.empty() ? std::string("it is memory-only") : problems.back());
-  }
-  MOEJIT_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, Links::follow));
+  if (store.memory_only()) return store.memory_only_error("import into");
+  struct stat st {};
+  MOEJIT_ASSIGN_OR_RETURN(UniqueFd fd, open_regular_file(path, Links::follow, &st));
   // Pass 1 verifies everything, holding one entry at a time; pass 2 publishes the same keys.
   std::vector<Hash128> keys;
-  std::uint64_t entry_bytes = 0;
-  MOEJIT_TRY(read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
-    keys.push_back(e.key);
-    entry_bytes += encode_entry(e).size();
-    return {};
-  }));
+  MOEJIT_ASSIGN_OR_RETURN(BundleSummary verified, read_bundle(fd.get(), path, [&](Entry&& e) -> Status {
+                            keys.push_back(e.key);
+                            return {};
+                          }));
+  // The entries' files, as the bundle holds them between its header, lengths and trailer.
+  const std::uint64_t entry_bytes =
+      static_cast<std::uint64_t>(st.st_size) - kHeaderBytes - kTrailerBytes - 8 * verified.entries;
   // Pruned as they arrive, the first entries would be evicted by the last: a bundle the bound
   // cannot hold is refused whole, and the store is pruned once, after the import.
   const std::uint64_t bound = store.options().max_bytes;

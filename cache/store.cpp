@@ -222,10 +222,17 @@ void Store::degrade_to_memory_only(const std::string& why) {
   if (!memory_only_.exchange(true)) {
     std::lock_guard lock(problems_mutex_);
     problems_.push_back(fmt::format("kernel store '{}' is memory-only: {}", options_.dir, why));
+    memory_only_why_ = why;
   }
   warn_once(warned_memory_only_,
             "kernel store '{}' cannot be used on disk ({}); compiled kernels are kept in memory only",
             options_.dir, why);
+}
+
+Status Store::memory_only_error(std::string_view doing) const {
+  std::lock_guard lock(problems_mutex_);
+  return error(Code::io_error, "cannot {} kernel store '{}': {}", doing, options_.dir,
+               memory_only_why_.empty() ? std::string("it has no directory, memory only") : memory_only_why_);
 }
 
 std::string Store::entry_path(const std::string& root, const Hash128& key) const {
@@ -358,13 +365,9 @@ std::vector<EntryInfo> Store::list() const {
       struct stat opened {};
       auto fd = open_entry(path, read_only, opened);
       if (!fd.ok() && fd.status().code() == Code::not_found) continue;  // evicted meanwhile
-      if (fd.ok()) {
-        info.device = opened.st_dev;
-        info.inode = opened.st_ino;
-      } else {
-        info.device = st.st_dev;
-        info.inode = st.st_ino;
-      }
+      const struct stat& examined = fd.ok() ? opened : st;
+      info.device = examined.st_dev;
+      info.inode = examined.st_ino;
       auto bytes = fd.ok() ? read_fd(fd->get(), path, kMaxEntryBytes) : Result<std::string>(fd.status());
       if (!bytes.ok()) {
         info.entry = bytes.status();

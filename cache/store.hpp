@@ -127,6 +127,8 @@ class Store {
   // Why a layer, the writable root or the lock directory is not in use (each also logged once
   // as a warning); empty when all is well. `moejit cache stat` and `verify` report these.
   std::vector<std::string> problems() const;
+  // The refusal to `doing` (e.g. "warm") a memory-only store, saying what made it so.
+  Status memory_only_error(std::string_view doing) const;
   const StoreOptions& options() const { return options_; }
   std::string entry_path(const std::string& root, const Hash128& key) const;
 
@@ -142,6 +144,7 @@ class Store {
   std::vector<std::string> read_roots_;  // read_only plus an unwritable but readable dir
   mutable std::mutex problems_mutex_;
   std::vector<std::string> problems_;
+  std::string memory_only_why_;  // under problems_mutex_
 
   struct Counters {
     std::atomic<std::uint64_t> disk_hits{0}, disk_misses{0}, corrupt{0}, published{0},

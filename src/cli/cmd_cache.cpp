@@ -49,12 +49,6 @@ Json entry_json(const store::EntryInfo& info) {
 }
 
 // Why prune/clear cannot run: the store's own reason when it has one.
-Status memory_only_error(const store::Store& s) {
-  auto problems = s.problems();
-  return error(Code::io_error, "store '{}' cannot be changed: {}", s.options().dir,
-               problems.empty() ? std::string("it is memory-only") : problems.back());
-}
-
 Json prune_json(const store::PruneResult& r) {
   return Json{{"bytes_before", r.bytes_before},     {"bytes_after", r.bytes_after},
               {"removed_entries", r.removed_entries}, {"removed_other", r.removed_other},
@@ -132,11 +126,11 @@ Command add_cache_command(CLI::App& app, const GlobalOptions& g) {
     if (prune->parsed()) {
       auto limit = parse_size(*max_bytes, "--max-bytes");
       if (!limit.ok()) return fail(g, limit.status());
-      if (s.memory_only()) return fail(g, memory_only_error(s));
+      if (s.memory_only()) return fail(g, s.memory_only_error("change"));
       return print(g, prune_json(s.prune(*limit)));
     }
     if (clear->parsed()) {
-      if (s.memory_only()) return fail(g, memory_only_error(s));
+      if (s.memory_only()) return fail(g, s.memory_only_error("change"));
       return print(g, prune_json(s.prune(0)));
     }
     if (exp->parsed()) {

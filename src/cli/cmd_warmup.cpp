@@ -160,11 +160,7 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
     if (!resolver.ok()) return fail(g, resolver.status());
     // Warming a store that keeps nothing on disk would report kernels no later run finds.
     const store::Store& store = (*resolver)->store();
-    if (store.memory_only()) {
-      auto problems = store.problems();
-      return fail(g, error(Code::io_error, "cannot warm kernel store '{}': {}", store.options().dir,
-                           problems.empty() ? std::string("it is memory-only") : problems.back()));
-    }
+    if (store.memory_only()) return fail(g, store.memory_only_error("warm"));
 
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::future<Result<Resolution>>> pending;
@@ -185,9 +181,9 @@ Command add_warmup_command(CLI::App& app, const GlobalOptions& g) {
     // A kernel compiled but not stored (a full disk, say, which also turns the store
     // memory-only) is not warm.
     if (const auto failed = store.stats().publish_failures; failed > 0)
-      errors.push_back(fmt::format("{} compiled kernel(s) could not be written to the store '{}'{}", failed,
-                                   store.options().dir,
-                                   store.problems().empty() ? std::string() : ": " + store.problems().back()));
+      errors.push_back(fmt::format("{} compiled kernel(s) could not be written to the store '{}' (its warnings say "
+                                   "why)",
+                                   failed, store.options().dir));
     Json doc{{"kernels", specs->size()},
              {"compiled", compiled},
              {"from_disk", from_disk},

@@ -391,8 +391,11 @@ Status check_target(const FusedMoeRequest& r, Arch arch) {
 
 }  // namespace
 
-Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
-  MOEJIT_TRY(check_shapes(r));
+namespace {
+
+// fused_moe_specs for a request whose shapes were checked (run and the workspace scan check them
+// once, not per call of this).
+Result<FusedMoeSpecs> specs_of_checked(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
   if (quantized_act(r) == DType::e2m1 && !has_block_scale_mma(arch))
     return error(Code::unsupported,
                  "argument 'w13': packed for e2m1 activations (W4A4), which need the block-scaled mma of sm_120a or "
@@ -428,6 +431,13 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backe
   return s;
 }
 
+}  // namespace
+
+Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
+  MOEJIT_TRY(check_shapes(r));
+  return specs_of_checked(r, arch, backend, sms);
+}
+
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   MOEJIT_TRY(check_shapes(r));
   MOEJIT_TRY(check_target(r, arch));
@@ -438,7 +448,8 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
   FusedMoeRequest at = r;
   for (std::int32_t t = 1; t <= std::max(r.max_tokens, r.tokens); ++t) {
     at.tokens = t;
-    MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, fused_moe_specs(at, arch, Backend::device, sms));
+    // Checked above for max(tokens, max_tokens), which bounds every t.
+    MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s, specs_of_checked(at, arch, Backend::device, sms));
     // A size is promised only for a layer whose kernels exist: each spec passes the checks that
     // compiling it would make (the run checks them when it resolves them).
     for (const KernelSpec* spec : {&s.align, &s.up, &s.down, &s.quantize_hidden, &s.quantize_intermediate, &s.reduce})
@@ -458,7 +469,8 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   // its tensors' pointers may be anything, NULL included.
   if (r.tokens == 0) return {};
   MOEJIT_TRY(check_data(r));
-  MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs, fused_moe_specs(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
+  MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs,
+                          specs_of_checked(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
   MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream));
   const i32 numel = r.tokens * static_cast<i32>(r.topk);
   const WorkspaceLayout l = workspace_layout(r);
