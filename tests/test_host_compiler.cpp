@@ -1,11 +1,16 @@
-// The host compiler (src/compile/host_compiler.cpp): identity, key flags, diagnostics and
-// scratch-directory cleanup.
+// The host compiler (src/compile/host_compiler.cpp): identity, key flags, diagnostics,
+// scratch-directory cleanup, how the program is found and how long it may run; and the loading
+// of what it builds (src/host/host_module.cpp).
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 
+#include "host/host_module.hpp"
 #include "host_test_support.hpp"
+#include "support/hash.hpp"
+#include "support/subprocess.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
@@ -98,4 +103,141 @@ TEST_CASE("host binaries do not depend on where they were compiled") {
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK(a->binary == b->binary);
+}
+
+namespace {
+
+// Runs the test from `dir`, and goes back where it was when done.
+class ScopedCwd {
+ public:
+  explicit ScopedCwd(const std::string& dir) : old_(std::filesystem::current_path()) {
+    std::filesystem::current_path(dir);
+  }
+  ~ScopedCwd() {
+    std::error_code ec;
+    std::filesystem::current_path(old_, ec);
+  }
+
+ private:
+  std::filesystem::path old_;
+};
+
+}  // namespace
+
+TEST_CASE("a host compiler named by a relative path is the one in the caller's directory") {
+  // Compiles run in a scratch directory; the name must mean there what it meant to the caller.
+  auto compiler = host_compiler_or_skip();
+  if (!compiler) return;
+  CHECK(compiler->program().starts_with("/"));
+  TempDir dir;
+  std::filesystem::create_directories(dir / "bin");
+  std::filesystem::create_symlink(compiler->program(), dir / "bin/c++");
+  std::unique_ptr<HostCompiler> relative;
+  {
+    ScopedCwd cwd(dir.path());
+    auto c = HostCompiler::create({.cxx = "bin/c++"});
+    REQUIRE_MESSAGE(c.ok(), c.status().message());
+    relative = std::move(c).value();
+  }
+  CHECK(relative->program() == dir / "bin/c++");
+  KernelSpec spec = host_test_spec();
+  auto g = codegen::generate_kernel(spec, *codegen::TemplateSet::embedded());
+  REQUIRE(g.ok());
+  auto built = relative->compile(*g, *codegen::TemplateSet::embedded(), spec);
+  CHECK_MESSAGE(built.ok(), built.status().message());
+
+  auto missing = HostCompiler::create({.cxx = "bin/c++"});  // not from here
+  REQUIRE_FALSE(missing.ok());
+  CHECK(contains(missing.status().message(), "not an executable file"));
+}
+
+TEST_CASE("a host compile past MOEJIT_HOST_COMPILE_TIMEOUT_MS is killed and reported") {
+  TempDir dir, tmp;
+  ScopedEnv tmpdir("TMPDIR", tmp.path());
+  // Answers the probes like a compiler, then hangs on the compile.
+  const std::string fake = dir / "hanging-c++";
+  write_text(fake,
+             "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'fake c++ 1.0';;\n"
+             "  -dumpmachine) echo x86_64-linux-gnu;;\n  *) sleep 30;;\nesac\n");
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  {
+    ScopedEnv cxx("MOEJIT_HOST_CXX", fake);
+    ScopedEnv timeout("MOEJIT_HOST_COMPILE_TIMEOUT_MS", "400");
+    auto options = HostCompiler::options_from_environment();
+    REQUIRE(options.ok());
+    CHECK(options->timeout == std::chrono::milliseconds(400));
+    auto c = HostCompiler::create(*options);
+    REQUIRE_MESSAGE(c.ok(), c.status().message());
+    KernelSpec spec = host_test_spec();
+    auto g = codegen::generate_kernel(spec, *codegen::TemplateSet::embedded());
+    REQUIRE(g.ok());
+    const auto start = std::chrono::steady_clock::now();
+    auto built = (*c)->compile(*g, *codegen::TemplateSet::embedded(), spec);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    REQUIRE_FALSE(built.ok());
+    CHECK(built.status().code() == Code::unavailable);
+    CHECK(contains(built.status().message(), "MOEJIT_HOST_COMPILE_TIMEOUT_MS = 400"));
+    CHECK(contains(built.status().message(), "did not finish within 400 ms"));
+  }
+  CHECK(std::filesystem::is_empty(tmp.path()));  // the scratch directory went with the compile
+
+  for (const char* bad : {"0", "86400001", "soon"}) {
+    ScopedEnv timeout("MOEJIT_HOST_COMPILE_TIMEOUT_MS", bad);
+    auto options = HostCompiler::options_from_environment();
+    REQUIRE_FALSE(options.ok());
+    CHECK(options.status().code() == Code::invalid_argument);
+    CHECK(contains(options.status().message(), "MOEJIT_HOST_COMPILE_TIMEOUT_MS"));
+  }
+}
+
+TEST_CASE("a host shared object refused at load keeps its error, and a later kernel still loads") {
+  // glibc finds an already loaded object by its path: were the refused object's descriptor
+  // closed, the next kernel's memfd would reuse the number, and "/proc/self/fd/N" would open the
+  // refused object again in its place.
+  auto compiler = host_compiler_or_skip();
+  if (!compiler) return;
+  TempDir dir;
+  write_text(dir / "plain.cpp", "extern \"C\" int moejit_test_plain_object() { return 7; }\n");
+  auto built = run_captured({compiler->program(), "-shared", "-fPIC", "-o", "plain.so",
+                             "plain.cpp"},
+                            dir.path());
+  REQUIRE(built.ok());
+  REQUIRE_MESSAGE(built->exit_code == 0, built->output);
+  ResolvedKernel plain;
+  plain.spec = host_test_spec();
+  plain.key = xxh3_128(std::string("plain"));
+  plain.meta.kind = store::PayloadKind::host_shared_object;
+  plain.meta.kernel_name = HostCompiler::kEntrySymbol;
+  plain.binary = slurp(dir / "plain.so");
+
+  KernelSpec spec = host_test_spec();
+  auto g = codegen::generate_kernel(spec, *codegen::TemplateSet::embedded());
+  REQUIRE(g.ok());
+  auto compiled = compiler->compile(*g, *codegen::TemplateSet::embedded(), spec);
+  REQUIRE_MESSAGE(compiled.ok(), compiled.status().message());
+  ResolvedKernel good;
+  good.spec = spec;
+  good.key = xxh3_128(g->source);
+  good.meta.kind = store::PayloadKind::host_shared_object;
+  good.meta.kernel_name = compiled->lowered_name;
+  good.binary = compiled->binary;
+
+  auto refused = host::load_host_module(plain);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Code::corrupt);
+  CHECK(contains(refused.status().message(), "lacks moejit_host_kernel"));
+  auto count_fds = [] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  const std::size_t fds = count_fds();
+  auto again = host::load_host_module(plain);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.status().message() == refused.status().message());
+  CHECK(count_fds() == fds);  // not loaded a second time
+
+  auto loaded = host::load_host_module(good);
+  REQUIRE_MESSAGE(loaded.ok(), loaded.status().message());
+  CHECK(static_cast<bool>((*loaded)->entry));
 }

@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <thread>
 #include <vector>
 
 #include "compile/nvrtc_library.hpp"
+#include "host_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;
@@ -110,6 +112,42 @@ TEST_CASE("a resolver destroyed with compiles still queued finishes them before 
     REQUIRE(res.ok());
     CHECK(res->source == KernelSource::disk);
   }
+}
+
+TEST_CASE("a spec that fails to compile is compiled and dumped once, then its error is returned") {
+  // An engine retrying a shape every step must not pay a compile (and a dump) every step.
+  if (!nvrtc_or_skip()) return;
+  TempDir dir, dumps;
+  ScopedEnv dump_dir("MOEJIT_DUMP_DIR", dumps.path());
+  auto files = codegen::TemplateSet::embedded()->files();
+  files["moe/align.cuh"] += "\nthis_is_not_cuda_code;\n";
+  auto o = resolver_options_in(dir);
+  o.templates = std::make_shared<codegen::TemplateSet>(std::move(files));
+  auto r = KernelResolver::create(o);
+  REQUIRE(r.ok());
+  KernelSpec spec = align_spec(64, 16, 2);
+  auto first = (*r)->resolve(spec);
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.status().code() == Code::compile_error);
+  CHECK(contains(first.status().message(), "this_is_not_cuda_code"));
+  std::vector<std::future<Result<Resolution>>> again;
+  for (int i = 0; i < 3; ++i) again.push_back((*r)->resolve_async(spec));
+  again.push_back(std::async(std::launch::async, [&] { return (*r)->resolve(spec); }));
+  for (auto& f : again) {
+    auto res = f.get();
+    REQUIRE_FALSE(res.ok());
+    CHECK(res.status().code() == Code::compile_error);
+    CHECK(res.status().message() == first.status().message());
+  }
+  CHECK((*r)->stats().compile_errors == 1);
+  std::size_t dumped = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dumps.path()))
+    dumped += e.is_directory();
+  CHECK(dumped == 1);
+  // Other specs still compile (their source fails the same way here, each once).
+  auto other = (*r)->resolve(align_spec(64, 32, 2));
+  REQUIRE_FALSE(other.ok());
+  CHECK((*r)->stats().compile_errors == 2);
 }
 
 TEST_CASE("frozen mode makes a miss an error and never a compile") {

@@ -1,7 +1,9 @@
 #include "compile/host_compiler.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -78,9 +80,45 @@ std::string first_line(const std::string& text) {
   return line;
 }
 
+// The program as an absolute path, found the way execvp would find it: a name with a '/' is
+// taken from the current directory, any other is searched in PATH.
+Result<std::string> resolve_program(const std::string& cxx) {
+  auto not_found = [&](std::string_view why) {
+    return error(Code::unavailable,
+                 "host compiler '{}' (MOEJIT_HOST_CXX, default c++): {}; expected a C++20 "
+                 "compiler in PATH",
+                 cxx, why);
+  };
+  if (cxx.empty()) return not_found("the name is empty");
+  auto executable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (cxx.find('/') != std::string::npos) {
+    std::error_code ec;
+    fs::path absolute = fs::absolute(cxx, ec);
+    if (ec) return not_found(ec.message());
+    if (!executable(absolute)) return not_found("not an executable file");
+    return absolute.lexically_normal().string();
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (std::size_t begin = 0; begin <= dirs.size();) {
+    std::size_t end = std::min(dirs.find(':', begin), dirs.size());
+    std::string_view dir = dirs.substr(begin, end - begin);
+    std::error_code ec;
+    // An empty PATH element is the current directory, as for execvp.
+    fs::path candidate = fs::absolute(fs::path(dir.empty() ? "." : dir) / cxx, ec);
+    if (!ec && executable(candidate)) return candidate.lexically_normal().string();
+    begin = end + 1;
+  }
+  return not_found("not found in PATH");
+}
+
 // One probe of the compiler; its first output line, or an error naming the variable.
-Result<std::string> probe(const std::string& cxx, const char* flag) {
-  auto out = run_captured({cxx, flag});
+Result<std::string> probe(const HostCompilerOptions& options, const char* flag) {
+  const std::string& cxx = options.cxx;
+  auto out = run_captured({cxx, flag}, {}, {.timeout = options.timeout});
   if (!out.ok())
     return error(Code::unavailable,
                  "host compiler '{}' (MOEJIT_HOST_CXX, default c++): {}; expected a C++20 "
@@ -99,12 +137,24 @@ Result<std::string> probe(const std::string& cxx, const char* flag) {
 Result<HostCompilerOptions> HostCompiler::options_from_environment() {
   HostCompilerOptions o;
   if (auto cxx = env_string("MOEJIT_HOST_CXX")) o.cxx = *cxx;
+  constexpr std::uint64_t kDayMs = 86'400'000;
+  MOEJIT_ASSIGN_OR_RETURN(std::uint64_t timeout_ms,
+                          env_u64("MOEJIT_HOST_COMPILE_TIMEOUT_MS", o.timeout.count()));
+  if (timeout_ms == 0 || timeout_ms > kDayMs)
+    return error(Code::invalid_argument,
+                 "MOEJIT_HOST_COMPILE_TIMEOUT_MS = {}: expected 1 to {} (a day)", timeout_ms,
+                 kDayMs);
+  o.timeout = std::chrono::milliseconds(timeout_ms);
   return o;
 }
 
 Result<std::unique_ptr<HostCompiler>> HostCompiler::create(HostCompilerOptions options) {
-  MOEJIT_ASSIGN_OR_RETURN(std::string version, probe(options.cxx, "--version"));
-  MOEJIT_ASSIGN_OR_RETURN(std::string machine, probe(options.cxx, "-dumpmachine"));
+  if (options.timeout.count() <= 0)
+    return error(Code::invalid_argument, "host compiler timeout = {} ms: expected at least 1",
+                 options.timeout.count());
+  MOEJIT_ASSIGN_OR_RETURN(options.cxx, resolve_program(options.cxx));
+  MOEJIT_ASSIGN_OR_RETURN(std::string version, probe(options, "--version"));
+  MOEJIT_ASSIGN_OR_RETURN(std::string machine, probe(options, "-dumpmachine"));
   std::string identity = fmt::format("{}; {}", version, machine);
   return std::unique_ptr<HostCompiler>(new HostCompiler(std::move(options), std::move(identity)));
 }
@@ -155,10 +205,13 @@ Result<CompiledKernel> HostCompiler::compile(const codegen::GeneratedKernel& ker
   argv.insert(argv.end(), flags().begin(), flags().end());
   // The generated unit is named *.cu for NVRTC's diagnostics; it is C++ for this compiler.
   argv.insert(argv.end(), {"-x", "c++", kernel.source_name, "-o", kOutputName});
-  auto ran = run_captured(argv, dir.path());
+  auto ran = run_captured(argv, dir.path(), {.timeout = options_.timeout});
   if (!ran.ok())
-    return error(Code::unavailable, "host compiler '{}' (MOEJIT_HOST_CXX) for {}: {}",
-                 options_.cxx, kernel.source_name, ran.status().message());
+    return error(Code::unavailable,
+                 "host compiler '{}' (MOEJIT_HOST_CXX) for {} (MOEJIT_HOST_COMPILE_TIMEOUT_MS = "
+                 "{}): {}",
+                 options_.cxx, kernel.source_name, options_.timeout.count(),
+                 ran.status().message());
 
   CompiledKernel out;
   out.log = std::move(ran->output);

@@ -7,6 +7,7 @@
 // Registers, spills and the other resource figures of the report are 0 for host kernels: a C++
 // compiler has no such report, and the host executor has no limits for them to check against.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,14 +18,19 @@ namespace moejit {
 
 struct HostCompilerOptions {
   // Program to run: $MOEJIT_HOST_CXX, else "c++" (searched in PATH). One program, no arguments.
+  // create() resolves it to an absolute path once: compiles run in a scratch directory, where
+  // a relative name would mean something else.
   std::string cxx = "c++";
+  // $MOEJIT_HOST_COMPILE_TIMEOUT_MS: longest run of one compile (or probe) before it is killed.
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 
 class HostCompiler final : public KernelCompiler {
  public:
   static Result<HostCompilerOptions> options_from_environment();
-  // Probes the compiler (`--version`, `-dumpmachine`) for its identity; an error naming
-  // MOEJIT_HOST_CXX when it cannot be run.
+  // Resolves the program (PATH, or the current directory for a relative path) and probes it
+  // (`--version`, `-dumpmachine`) for its identity; an error naming MOEJIT_HOST_CXX when it
+  // cannot be found or run.
   static Result<std::unique_ptr<HostCompiler>> create(HostCompilerOptions options);
 
   // "<first line of --version>; <-dumpmachine>".
@@ -38,6 +44,8 @@ class HostCompiler final : public KernelCompiler {
   static const std::vector<std::string>& flags();
   // Symbol of the entry in every host shared object.
   static constexpr const char* kEntrySymbol = "moejit_host_kernel";
+  // The absolute path of the program compiles run.
+  const std::string& program() const { return options_.cxx; }
 
  private:
   HostCompiler(HostCompilerOptions options, std::string identity)

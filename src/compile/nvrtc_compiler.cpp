@@ -12,6 +12,7 @@
 #include "spec/spec_fields.hpp"
 #include "support/env.hpp"
 #include "support/log.hpp"
+#include "support/subprocess.hpp"
 
 namespace moejit {
 namespace {
@@ -22,13 +23,17 @@ struct ProgramDeleter {
 };
 using ProgramPtr = std::unique_ptr<_nvrtcProgram, ProgramDeleter>;
 
+constexpr std::size_t kMaxLogBytes = std::size_t{1} << 20;
+
 std::string program_log(const NvrtcApi& api, nvrtcProgram prog) {
   std::size_t size = 0;
   if (api.GetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return {};
   std::string log(size, '\0');
-  api.GetProgramLog(prog, log.data());
+  if (api.GetProgramLog(prog, log.data()) != NVRTC_SUCCESS) return {};
   log.resize(size - 1);  // drop the terminating NUL
-  return log;
+  // Carried into error messages and the store's logs: a template error repeated per
+  // instantiation can run to megabytes.
+  return clip_middle(std::move(log), kMaxLogBytes);
 }
 
 }  // namespace
@@ -73,8 +78,12 @@ Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& ke
   auto start = std::chrono::steady_clock::now();
   std::vector<const char*> header_names, header_sources;
   for (const auto& h : kernel.headers) {
+    const std::string* text = templates.find(h);
+    if (text == nullptr)
+      return error(Code::internal, "template '{}' of {} vanished from its set", h,
+                   kernel.source_name);
     header_names.push_back(h.c_str());
-    header_sources.push_back(templates.find(h)->c_str());
+    header_sources.push_back(text->c_str());
   }
   nvrtcProgram raw = nullptr;
   nvrtcResult r = api.CreateProgram(&raw, kernel.source.c_str(), kernel.source_name.c_str(),
@@ -83,7 +92,10 @@ Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& ke
   if (r != NVRTC_SUCCESS)
     return error(Code::internal, "nvrtcCreateProgram failed: {}", api.GetErrorString(r));
   ProgramPtr prog(raw, ProgramDeleter{&api});
-  api.AddNameExpression(prog.get(), kernel.name_expression.c_str());
+  r = api.AddNameExpression(prog.get(), kernel.name_expression.c_str());
+  if (r != NVRTC_SUCCESS)
+    return error(Code::internal, "nvrtcAddNameExpression('{}') failed: {}",
+                 kernel.name_expression, api.GetErrorString(r));
 
   const NvrtcCommandLine command = command_line(spec);
   std::vector<const char*> opts;
@@ -111,9 +123,15 @@ Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& ke
   out.lowered_name = lowered;
 
   std::size_t size = 0;
-  api.GetCUBINSize(prog.get(), &size);
+  r = api.GetCUBINSize(prog.get(), &size);
+  if (r != NVRTC_SUCCESS || size == 0)
+    return error(Code::internal, "NVRTC gave no CUBIN for {} on {} ({}, {} bytes)",
+                 kernel.source_name, arch.name, api.GetErrorString(r), size);
   out.binary.resize(size);
-  api.GetCUBIN(prog.get(), out.binary.data());
+  r = api.GetCUBIN(prog.get(), out.binary.data());
+  if (r != NVRTC_SUCCESS)
+    return error(Code::internal, "nvrtcGetCUBIN for {} on {} failed: {}", kernel.source_name,
+                 arch.name, api.GetErrorString(r));
   MOEJIT_ASSIGN_OR_RETURN(out.report, parse_ptxas_report(out.log, out.lowered_name));
   out.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

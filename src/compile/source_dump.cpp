@@ -34,9 +34,13 @@ Result<std::string> dump_sources(const codegen::GeneratedKernel& kernel,
   }
   fs::path dir = fs::path(root) / (kernel.source_name + "." + unique_suffix());
   for (const auto& header : kernel.headers) {
+    const std::string* text = templates.find(header);
+    if (text == nullptr)
+      return error(Code::internal, "template '{}' of {} vanished from its set", header,
+                   kernel.source_name);
     fs::path target = dir / header;
     MOEJIT_TRY(make_private_dirs(target.parent_path().string()));
-    MOEJIT_TRY(write_file_atomic(target.string(), *templates.find(header)));
+    MOEJIT_TRY(write_file_atomic(target.string(), *text));
   }
   MOEJIT_TRY(make_private_dirs(dir.string()));
   fs::path tu = dir / kernel.source_name;

@@ -29,6 +29,9 @@ struct Loaded {
   // A memfd stays open for the process: glibc recognizes an already-loaded object by its path,
   // and a reused descriptor number would make "/proc/self/fd/N" name a loaded older kernel.
   UniqueFd memfd;
+  // Why a loaded object was refused. It stays loaded (see below) and in the table, so that its
+  // descriptor is never reused and a second load of the same bytes gives the same error.
+  Status rejected;
 };
 
 std::string dlerror_text() {
@@ -92,7 +95,10 @@ Result<const HostModule*> load_host_module(const ResolvedKernel& kernel) {
 
   const Hash128 id = xxh3_128(kernel.binary);
   std::lock_guard lock(mutex);
-  if (auto it = modules->find(id); it != modules->end()) return &it->second->module;
+  if (auto it = modules->find(id); it != modules->end()) {
+    if (!it->second->rejected.ok()) return it->second->rejected;
+    return &it->second->module;
+  }
 
   auto loaded = std::make_unique<Loaded>();
   const std::string name = fmt::format("moejit-kernel-{}", kernel.key.hex());
@@ -113,21 +119,27 @@ Result<const HostModule*> load_host_module(const ResolvedKernel& kernel) {
   auto* abi = symbol<const unsigned>(loaded->handle, "moejit_host_abi_version");
   // The handle is not closed on these errors: the object's constructors have run, and no
   // handle of a kernel is ever closed, so that none of its code can be unmapped under a caller.
+  auto reject = [&](Status why) -> Result<const HostModule*> {
+    loaded->rejected = why;
+    modules->emplace(id, std::move(loaded));
+    return why;
+  };
   if (entry == nullptr || runtime == nullptr || params_bytes == nullptr || abi == nullptr)
-    return error(Code::corrupt,
-                 "host kernel {} lacks {}: expected the symbols moejit's host codegen defines "
-                 "({}, moejit_host_runtime, moejit_host_params_bytes, moejit_host_abi_version)",
-                 kernel.key.hex(),
-                 entry == nullptr ? kernel.meta.kernel_name
-                 : runtime == nullptr ? "moejit_host_runtime"
-                 : params_bytes == nullptr ? "moejit_host_params_bytes"
-                                           : "moejit_host_abi_version",
-                 kernel.meta.kernel_name);
+    return reject(error(
+        Code::corrupt,
+        "host kernel {} lacks {}: expected the symbols moejit's host codegen defines "
+        "({}, moejit_host_runtime, moejit_host_params_bytes, moejit_host_abi_version)",
+        kernel.key.hex(),
+        entry == nullptr          ? kernel.meta.kernel_name
+        : runtime == nullptr      ? "moejit_host_runtime"
+        : params_bytes == nullptr ? "moejit_host_params_bytes"
+                                  : "moejit_host_abi_version",
+        kernel.meta.kernel_name));
   if (*abi != kRuntimeAbiVersion)
-    return error(Code::unsupported,
-                 "host kernel {} was built for host runtime ABI {}; this moejit runs ABI {}: "
-                 "expected a kernel compiled from this build's templates",
-                 kernel.key.hex(), *abi, kRuntimeAbiVersion);
+    return reject(error(Code::unsupported,
+                        "host kernel {} was built for host runtime ABI {}; this moejit runs ABI "
+                        "{}: expected a kernel compiled from this build's templates",
+                        kernel.key.hex(), *abi, kRuntimeAbiVersion));
   *runtime = &runtime_table();
   loaded->module.entry = entry;
   loaded->module.params_bytes = *params_bytes;

@@ -67,6 +67,7 @@ Result<Resolution> KernelResolver::build(const KernelSpec& spec) {
   std::shared_future<Result<Resolution>> pending;
   {
     std::lock_guard lock(flight_mutex_);
+    if (auto f = failed_.find(spec); f != failed_.end()) return f->second;
     if (auto it = in_flight_.find(spec); it != in_flight_.end()) {
       pending = it->second;
     } else {
@@ -82,10 +83,23 @@ Result<Resolution> KernelResolver::build(const KernelSpec& spec) {
     if (r.ok()) r.value().source = KernelSource::memory;  // built by another caller
     return r;
   }
-  Result<Resolution> r = build_uncached(spec);
+  // Whatever happens in the build, the waiters get a result and the spec leaves in_flight_:
+  // an exception escaping here would leave them waiting for ever.
+  Result<Resolution> r = [&]() -> Result<Resolution> {
+    try {
+      return build_uncached(spec);
+    } catch (const std::exception& e) {
+      return error(Code::internal, "building the {} kernel for {}: {}", to_string(spec.op),
+                   to_string(spec.arch), e.what());
+    } catch (...) {
+      return error(Code::internal, "building the {} kernel for {}: unknown exception",
+                   to_string(spec.op), to_string(spec.arch));
+    }
+  }();
   {
     std::lock_guard lock(flight_mutex_);
     in_flight_.erase(spec);
+    if (!r.ok() && r.status().code() == Code::compile_error) failed_.emplace(spec, r.status());
   }
   promise.set_value(r);
   return r;

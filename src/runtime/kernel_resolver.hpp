@@ -3,7 +3,8 @@
 // then codegen + compile + publish. A memory hit takes a shared lock and one hash probe: no
 // allocation, no formatting, no key computation. A miss is single-flight within the process
 // (concurrent callers for one spec wait for one build) and, through the store's per-key lock,
-// across processes.
+// across processes. A compile error is remembered for the spec, so that an engine retrying a
+// bad shape every step does not recompile it every step.
 
 #include <atomic>
 #include <future>
@@ -91,6 +92,9 @@ class KernelResolver {
 
   std::mutex flight_mutex_;
   std::unordered_map<KernelSpec, std::shared_future<Result<Resolution>>, KernelSpecHash> in_flight_;
+  // Specs whose source failed to compile, with the error: the same source and compiler fail
+  // the same way, so a later call returns the error instead of compiling (and dumping) again.
+  std::unordered_map<KernelSpec, Status, KernelSpecHash> failed_;
 
   std::mutex compiler_mutex_;
   std::unique_ptr<KernelCompiler> device_compiler_;
