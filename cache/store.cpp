@@ -324,6 +324,15 @@ Status Store::publish(const Entry& entry, AfterPublish after) {
   Status s = write_file_atomic(path, encode_entry(entry));
   if (!s.ok()) {
     counters_.publish_failures++;
+    // Out of descriptors or memory passes; the store stays on disk for the next kernel. Any
+    // other failure (full disk, quota, read-only, permissions, I/O error, a vanished directory)
+    // would fail every later publish too.
+    const int cause = last_io_errno();
+    if (cause == EMFILE || cause == ENFILE || cause == ENOMEM || cause == ENOBUFS ||
+        cause == EAGAIN || cause == EINTR) {
+      log(LogLevel::warn, "kernel {} not stored, this time: {}", entry.key.hex(), s.message());
+      return s;
+    }
     degrade_to_memory_only(s.message());
     return s;
   }

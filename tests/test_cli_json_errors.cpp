@@ -177,6 +177,8 @@ TEST_CASE("moejit --json: every command-line error is the JSON error object and 
       {"not a number", {"warmup", "--model", dir / "config.json", "--arch", "sm_90a", "--tp", "two"}, "--tp"},
       {"out of range", {"warmup", "--model", dir / "config.json", "--max-tokens", "99999999999"}, "--max-tokens"},
       {"not a number (demo)", {"demo", "--tokens", "abc"}, "--tokens"},
+      {"out of range (demo)", {"demo", "--tokens", "100000"}, "--tokens"},
+      {"zero iterations (demo)", {"demo", "--iterations", "0"}, "--iterations"},
       {"two commands", {"compile", "--spec", dir / "s.json", "demo"}, "demo"},
   };
   for (const Case& c : cases) {

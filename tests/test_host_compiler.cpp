@@ -241,3 +241,24 @@ TEST_CASE("a host shared object refused at load keeps its error, and a later ker
   REQUIRE_MESSAGE(loaded.ok(), loaded.status().message());
   CHECK(static_cast<bool>((*loaded)->entry));
 }
+
+TEST_CASE("host compiles refuse a TMPDIR that other users could write") {
+  // Another user could rename the compile directory away and put their own sources in its
+  // place; what the compiler builds from them would run in this process.
+  auto compiler = host_compiler_or_skip();
+  if (!compiler) return;
+  TempDir dir;
+  const std::string shared = dir / "shared";
+  std::filesystem::create_directory(shared);
+  std::filesystem::permissions(shared, std::filesystem::perms::all);  // 0777, not sticky
+  ScopedEnv tmpdir("TMPDIR", shared);
+  KernelSpec spec = host_test_spec();
+  auto g = codegen::generate_kernel(spec, *codegen::TemplateSet::embedded());
+  REQUIRE(g.ok());
+  auto c = compiler->compile(*g, *codegen::TemplateSet::embedded(), spec);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == Code::unavailable);
+  CHECK(contains(c.status().message(), "(TMPDIR)"));
+  CHECK(contains(c.status().message(), shared));
+  CHECK(std::filesystem::is_empty(shared));
+}

@@ -252,6 +252,43 @@ TEST_CASE("a full disk during publish degrades to memory-only with one warning")
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("running out of descriptors fails one publish and leaves the store on disk") {
+  // EMFILE passes when the process closes files; unlike a full disk it must not turn the store
+  // memory-only for the rest of the process. In a child, so that its limit stays there.
+  TempDir dir;
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    LogCapture logs;
+    store::Store s(store_options_in(dir));
+    bool first_ok = s.publish(random_entry(1024)).ok();
+    struct rlimit old {};
+    ::getrlimit(RLIMIT_NOFILE, &old);
+    struct rlimit lim = old;
+    lim.rlim_cur = 256;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    std::vector<int> fillers;  // every descriptor up to the limit
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers.push_back(fd);
+    bool emfile = errno == EMFILE;
+    store::Entry e = random_entry(1024);
+    Status failed = s.publish(e);
+    bool still_on_disk = !s.memory_only();
+    for (int fd : fillers) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &old);
+    bool later_ok = s.publish(e).ok() && s.load(e.key, e.key_material).has_value();
+    bool warned = logs.count_containing("not stored, this time") == 1 &&
+                  logs.count_containing("kept in memory only") == 0;
+    bool counted = s.stats().publish_failures == 1;
+    ::_exit(first_ok && emfile && !failed.ok() && still_on_disk && later_ok && warned && counted
+                ? 0
+                : 1);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("size bound evicts least-recently-used entries first") {
   TempDir dir;
   store::Store s(store_options_in(dir));

@@ -378,7 +378,8 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& g) {
   auto* cmd = app.add_subcommand("demo", "Run one fused MoE layer of a real model shape and check it");
   auto a = std::make_shared<DemoArgs>();
   cmd->add_option("--model", a->model, "Hugging Face config.json (default: bench/models/qwen3-30b-a3b.json)");
-  cmd->add_option("--tokens", a->tokens, "Tokens in the batch (default 4)");
+  // Bounded so that the demo's host copies and fp64 reference stay within a workstation's memory.
+  cmd->add_option("--tokens", a->tokens, "Tokens in the batch (default 4)")->check(CLI::Range(1, 8192));
   cmd->add_option("--backend", a->backend, "auto (default), device or host");
   cmd->add_option("--weights", a->weights,
                   std::string("Weight format: ") + std::string(weights_help()) +
@@ -390,7 +391,8 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& g) {
                   "reported beside W4A16 on the same data");
   cmd->add_option("--act-scale", a->act_scale,
                   "With --act e4m3: token (default) or block128 activation scales; with e2m1: block32 (E8M0)");
-  cmd->add_option("--iterations", a->iterations, "Timed calls on the device (default 20)");
+  cmd->add_option("--iterations", a->iterations, "Timed calls on the device (default 20)")
+      ->check(CLI::Range(1u, 100000u));
   return {cmd, [&g, a]() -> int {
     Json doc;
     Status s = run_demo(g, *a, doc);

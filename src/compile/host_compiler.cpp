@@ -36,6 +36,13 @@ class CompileDir {
     std::error_code ec;
     fs::path base = fs::temp_directory_path(ec);
     if (ec) base = "/tmp";
+    // What the compiler reads here becomes code in this process: another user able to rename
+    // our directory away (a shared directory without the sticky bit) could swap the sources.
+    if (Status trusted = check_trusted_dir(base.string()); !trusted.ok())
+      return error(Code::unavailable,
+                   "no safe place for host compiles in '{}' (TMPDIR): {}; expected a directory "
+                   "only you can write, or a root-owned sticky one such as /tmp",
+                   base.string(), trusted.message());
     // Directories of compiles killed midway are removed by the next process that compiles.
     static std::once_flag swept;
     std::call_once(swept, [&] {

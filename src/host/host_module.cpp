@@ -67,6 +67,11 @@ void* open_from_temp_file(const std::string& binary, std::string& why) {
   std::error_code ec;
   auto dir = std::filesystem::temp_directory_path(ec);
   if (ec) dir = "/tmp";
+  // dlopen goes by the path: nobody else may be able to swap the file under it.
+  if (Status trusted = check_trusted_dir(dir.string()); !trusted.ok()) {
+    why = fmt::format("'{}' (TMPDIR) is not safe for code: {}", dir.string(), trusted.message());
+    return nullptr;
+  }
   // The host compiler's prefix and pid, so that its sweep removes this file if we die here.
   std::string path = (dir / fmt::format("moejit-host-{}-kernel-XXXXXX.so", ::getpid())).string();
   UniqueFd fd(::mkostemps(path.data(), 3, O_CLOEXEC));
