@@ -163,7 +163,6 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   } else {
     return error(Code::not_found, "--model {}: no such file", a.model);
   }
-  if (a.tokens <= 0) return error(Code::invalid_argument, "--tokens {}: expected > 0", a.tokens);
   MOEJIT_ASSIGN_OR_RETURN(WeightChoice w, choose_weights(a.weights, a.scale, shape.quantization, a.model));
   const std::string weights_name = dispatch::weights_spelling(w.format, w.group_size);
   MOEJIT_ASSIGN_OR_RETURN(ActChoice act_choice, choose_act(a.act, a.act_scale, w, shape.quantization, a.model));

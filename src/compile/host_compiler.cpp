@@ -33,16 +33,11 @@ constexpr std::string_view kTempPrefix = "moejit-host-";
 class CompileDir {
  public:
   static Result<CompileDir> create() {
-    std::error_code ec;
-    fs::path base = fs::temp_directory_path(ec);
-    if (ec) base = "/tmp";
-    // What the compiler reads here becomes code in this process: another user able to rename
-    // our directory away (a shared directory without the sticky bit) could swap the sources.
-    if (Status trusted = check_trusted_dir(base.string()); !trusted.ok())
-      return error(Code::unavailable,
-                   "no safe place for host compiles in '{}' (TMPDIR): {}; expected a directory "
-                   "only you can write, or a root-owned sticky one such as /tmp",
-                   base.string(), trusted.message());
+    auto trusted = trusted_temp_dir_for_code();
+    if (!trusted.ok())
+      return error(Code::unavailable, "no safe place for host compiles: {}",
+                   trusted.status().message());
+    const fs::path base = *trusted;
     // Directories of compiles killed midway are removed by the next process that compiles.
     static std::once_flag swept;
     std::call_once(swept, [&] {

@@ -64,14 +64,12 @@ void* open_from_memfd(const std::string& binary, const std::string& name, Unique
 // dlopen of the bytes from a private temporary file, unlinked at once; for systems where a
 // memfd cannot be loaded (no /proc, memfd_noexec).
 void* open_from_temp_file(const std::string& binary, std::string& why) {
-  std::error_code ec;
-  auto dir = std::filesystem::temp_directory_path(ec);
-  if (ec) dir = "/tmp";
-  // dlopen goes by the path: nobody else may be able to swap the file under it.
-  if (Status trusted = check_trusted_dir(dir.string()); !trusted.ok()) {
-    why = fmt::format("'{}' (TMPDIR) is not safe for code: {}", dir.string(), trusted.message());
+  auto trusted = trusted_temp_dir_for_code();  // dlopen goes by the path
+  if (!trusted.ok()) {
+    why = trusted.status().message();
     return nullptr;
   }
+  const std::filesystem::path dir = *trusted;
   // The host compiler's prefix and pid, so that its sweep removes this file if we die here.
   std::string path = (dir / fmt::format("moejit-host-{}-kernel-XXXXXX.so", ::getpid())).string();
   UniqueFd fd(::mkostemps(path.data(), 3, O_CLOEXEC));

@@ -153,6 +153,18 @@ Status check_trusted_dir(const std::string& path) {
   return {};
 }
 
+Result<std::string> trusted_temp_dir_for_code() {
+  std::error_code ec;
+  std::string dir = std::filesystem::temp_directory_path(ec).string();
+  if (ec) dir = "/tmp";
+  if (Status trusted = check_trusted_dir(dir); !trusted.ok())
+    return error(Code::unavailable,
+                 "'{}' (TMPDIR) is not safe for code: {}; expected a directory only you can "
+                 "write, or a root-owned sticky one such as /tmp",
+                 dir, trusted.message());
+  return dir;
+}
+
 Status make_private_dir_checked(const std::string& path) {
   MOEJIT_TRY(make_private_dirs(path));
   struct stat st {};

@@ -77,6 +77,11 @@ Status make_private_dirs(const std::string& path);
 // the first directory that fails and why.
 Status check_trusted_dir(const std::string& path);
 
+// The temporary directory (TMPDIR, else /tmp) for files that become code in this process: it
+// must pass check_trusted_dir, or another user could rename our files away and put theirs in
+// their place. Refused with Code::unavailable, naming the directory and TMPDIR.
+Result<std::string> trusted_temp_dir_for_code();
+
 // Creates (0700, parents too) or checks a directory that must be private to the effective user:
 // checked with lstat (a real directory, not a symbolic link), owned by the effective user, no
 // access for group or other, and every ancestor trusted as in check_trusted_dir. For lock and
