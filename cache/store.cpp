@@ -321,12 +321,26 @@ Status Store::publish(const Entry& entry, AfterPublish after) {
     log(LogLevel::warn, "{}", s.message());
     return s;
   }
-  Status s = write_file_atomic(path, encode_entry(entry));
+  const std::string bytes = encode_entry(entry);
+  Status s = write_file_atomic(path, bytes);
+  if (!s.ok() && last_io_errno() == ENOENT) {
+    // The directory was removed under a running process (a cache cleared by hand, a deployment
+    // replacing it): made again, with the checks the constructor makes, and written once more.
+    const std::string entries = (fs::path(options_.dir) / kEntriesDir).string();
+    Status made = make_private_dirs(entries);
+    if (made.ok()) made = check_layer(options_.dir);
+    if (made.ok()) {
+      s = write_file_atomic(path, bytes);
+      if (s.ok()) log(LogLevel::warn, "kernel store directory '{}' had been removed; made it again", entries);
+    } else {
+      s = error(made.code(), "{}; making the removed directory again failed: {}", s.message(), made.message());
+    }
+  }
   if (!s.ok()) {
     counters_.publish_failures++;
     // Out of descriptors or memory passes; the store stays on disk for the next kernel. Any
-    // other failure (full disk, quota, read-only, permissions, I/O error, a vanished directory)
-    // would fail every later publish too.
+    // other failure (full disk, quota, read-only, permissions, I/O error, a removed directory
+    // that could not be made again) would fail every later publish too.
     const int cause = last_io_errno();
     if (cause == EMFILE || cause == ENFILE || cause == ENOMEM || cause == ENOBUFS ||
         cause == EAGAIN || cause == EINTR) {
@@ -343,6 +357,13 @@ Status Store::publish(const Entry& entry, AfterPublish after) {
 
 KeyLock Store::lock_key(const Hash128& key) {
   if (options_.lock_dir.empty()) return {};
+  // A lock directory removed while the process runs (tmpfiles cleaning /tmp, a cleared cache)
+  // is made again; a compile costs far more than this stat.
+  struct stat st {};
+  if (::lstat(options_.lock_dir.c_str(), &st) != 0 && errno == ENOENT) {
+    if (Status s = make_private_dir_checked(options_.lock_dir); s.ok())
+      log(LogLevel::warn, "lock directory '{}' had been removed; made it again", options_.lock_dir);
+  }
   std::string path = (fs::path(options_.lock_dir) / (key.hex() + ".lock")).string();
   KeyLock lock = KeyLock::acquire(path, options_.lock_timeout);
   if (lock.waited_ms() > 1.0) {

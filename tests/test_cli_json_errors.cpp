@@ -4,9 +4,12 @@
 // exit 1. --help stays help and exit 0.
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -229,4 +232,36 @@ TEST_CASE("moejit demo: a --model path the system cannot look up is an error, no
   CHECK(e["code"] == "io_error");
   CHECK(contains(e, "--model"));
   check_text_error(moejit_run(dir, {"demo", "--model", too_long, "--backend", "host"}), "--model");
+}
+
+TEST_CASE("moejit demo: a config whose layer the demo cannot build is an error before the weights are made") {
+  TempDir dir;
+  auto config = [&](const std::string& name, std::uint64_t hidden, std::uint64_t intermediate) {
+    write_text(dir / name, fmt::format(R"({{"model_type": "qwen3_moe", "hidden_size": {}, "moe_intermediate_size": {},
+                                          "num_experts": 16, "num_experts_per_tok": 2}})",
+                                       hidden, intermediate));
+    return dir / name;
+  };
+  struct Case {
+    std::string what, path, in_message;
+  };
+  std::vector<Case> cases = {
+      {"hidden size off the packed tile", config("odd.json", 1000, 256), "'w13.k' = 1000"},
+      {"intermediate size past the packed extent", config("wide.json", 256, 1u << 20), "intermediate size"},
+      {"largest intermediate size a config may give", config("huge.json", 256, 1u << 30), "1073741824"},
+  };
+  // 16 experts of hidden 65536 and intermediate 32768: 96 GiB of codes alone.
+  const double need = 3.0 * 16 * 65536 * 32768;
+  const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (physical < need) cases.push_back({"weights larger than memory", config("big.json", 65536, 32768), "GiB of host memory"});
+  else MESSAGE("the larger-than-memory case is skipped: this machine has ", physical / (1ull << 30), " GiB");
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const Json e = json_error(moejit_run(dir, {"--json", "demo", "--model", c.path, "--backend", "host"}));
+    CAPTURE(e["message"].get<std::string>());
+    CHECK(e["code"] == "invalid_argument");
+    CHECK(contains(e, "--model"));
+    CHECK(contains(e, c.in_message));
+    check_text_error(moejit_run(dir, {"demo", "--model", c.path, "--backend", "host"}), c.in_message);
+  }
 }

@@ -272,6 +272,7 @@ TEST_CASE("moejit demo runs a fused MoE layer on the host backend and checks it"
     CHECK(doc["backend"] == "host");
     CHECK(doc["relative_error"].get<double>() < 1e-2);
     CHECK(doc["experts_run"] == 16);
+    CHECK(doc["reference_tokens"] == 5);  // a small layer is checked on every token
   }
   // W4A8: the same layer with FP8 activations, beside W4A16 on the same data.
   Json fp8 = run_json(dir, {"demo", "--model", dir / "config.json", "--backend", "host", "--tokens", "3", "--act",

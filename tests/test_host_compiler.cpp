@@ -4,8 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "host/host_module.hpp"
 #include "host_test_support.hpp"
@@ -188,6 +192,54 @@ TEST_CASE("a host compile past MOEJIT_HOST_COMPILE_TIMEOUT_MS is killed and repo
     CHECK(options.status().code() == Code::invalid_argument);
     CHECK(contains(options.status().message(), "MOEJIT_HOST_COMPILE_TIMEOUT_MS"));
   }
+}
+
+TEST_CASE("a host compiler that dies is unavailable, not the spec's compile error") {
+  // GCC's driver when the OOM killer takes cc1plus, Clang's when it takes the frontend, and a
+  // driver killed itself: the next call must compile again, so none may read as compile_error
+  // (which the resolver remembers per spec). A real rejection stays compile_error.
+  TempDir dir, tmp, dumps;
+  ScopedEnv tmpdir("TMPDIR", tmp.path());
+  ScopedEnv dump_dir("MOEJIT_DUMP_DIR", dumps.path());
+  struct Case {
+    std::string what, on_compile;
+    Code expected;
+  };
+  const std::vector<Case> cases = {
+      {"gcc, cc1plus killed", "echo 'c++: fatal error: Killed signal terminated program cc1plus' >&2; exit 1",
+       Code::unavailable},
+      {"clang, frontend killed",
+       "echo 'clang++: error: unable to execute command: Killed' >&2; "
+       "echo 'clang++: error: clang frontend command failed due to signal (use -v to see invocation)' >&2; exit 1",
+       Code::unavailable},
+      {"driver killed", "kill -9 $$", Code::unavailable},
+      {"source rejected", "echo \"unit.cu:1:1: error: 'x' was not declared in this scope\" >&2; exit 1",
+       Code::compile_error},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const std::string fake = dir / fmt::format("dying-c++-{}", n++);
+    write_text(fake, "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'fake c++ 1.0';;\n"
+                     "  -dumpmachine) echo x86_64-linux-gnu;;\n  *) " + c.on_compile + ";;\nesac\n");
+    std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+    ScopedEnv cxx("MOEJIT_HOST_CXX", fake);
+    auto options = HostCompiler::options_from_environment();
+    REQUIRE(options.ok());
+    auto compiler = HostCompiler::create(*options);
+    REQUIRE_MESSAGE(compiler.ok(), compiler.status().message());
+    KernelSpec spec = host_test_spec();
+    auto g = codegen::generate_kernel(spec, *codegen::TemplateSet::embedded());
+    REQUIRE(g.ok());
+    auto built = (*compiler)->compile(*g, *codegen::TemplateSet::embedded(), spec);
+    REQUIRE_FALSE(built.ok());
+    CAPTURE(built.status().message());
+    CHECK(built.status().code() == c.expected);
+    CHECK(contains(built.status().message(), fake));
+    // Sources are dumped for a rejection, which someone will read, not for a death.
+    CHECK(std::filesystem::is_empty(dumps.path()) == (c.expected == Code::unavailable));
+  }
+  CHECK(std::filesystem::is_empty(tmp.path()));
 }
 
 TEST_CASE("a host shared object refused at load keeps its error, and a later kernel still loads") {

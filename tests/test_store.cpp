@@ -289,6 +289,33 @@ TEST_CASE("running out of descriptors fails one publish and leaves the store on 
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("a store or lock directory removed while the process runs is made again, not given up") {
+  // A cache cleared by hand or a tmpfiles clean of /tmp while a server runs: the next publish
+  // and the next compile's lock make their directories again, with the usual checks.
+  TempDir dir;
+  LogCapture logs;
+  store::Store s(store_options_in(dir));
+  store::Entry first = random_entry(1024), second = random_entry(1024);
+  REQUIRE(s.publish(first).ok());
+  fs::remove_all(dir / "store");
+  fs::remove_all(dir / "locks");
+  CHECK_FALSE(s.load(first.key, first.key_material).has_value());
+  store::KeyLock lock = s.lock_key(second.key);
+  CHECK(lock.held());
+  CHECK(s.publish(second).ok());
+  CHECK_FALSE(s.memory_only());
+  CHECK(s.problems().empty());
+  CHECK(s.load(second.key, second.key_material).has_value());
+  CHECK(logs.count_containing("had been removed; made it again") == 2);
+  CHECK(logs.count_containing("kept in memory only") == 0);
+  for (const char* made : {"store", "store/entries", "locks"}) {
+    CAPTURE(made);
+    CHECK((fs::status(dir / made).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  }
+  CHECK(s.stats().publish_failures == 0);
+  CHECK(s.stats().published == 2);
+}
+
 TEST_CASE("size bound evicts least-recently-used entries first") {
   TempDir dir;
   store::Store s(store_options_in(dir));

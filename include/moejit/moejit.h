@@ -41,7 +41,8 @@ typedef enum moejit_status {
   MOEJIT_OK = 0,
   MOEJIT_ERROR_INVALID_ARGUMENT = 1, /* a field or argument is out of range; the message names it */
   MOEJIT_ERROR_NOT_FOUND = 2,        /* a file, entry or symbol does not exist */
-  MOEJIT_ERROR_UNAVAILABLE = 3,      /* a run-time dependency (NVRTC, libcuda, a GPU) is missing */
+  MOEJIT_ERROR_UNAVAILABLE = 3,      /* a run-time dependency (NVRTC, libcuda, a GPU) is missing, or a
+                                        compiler died, ran out of memory or time: a later call may work */
   MOEJIT_ERROR_COMPILE = 4,          /* the kernel compiler rejected the source; the message has the log */
   MOEJIT_ERROR_IO = 5,               /* a file-system operation failed */
   MOEJIT_ERROR_CORRUPT = 6,          /* stored data failed verification */

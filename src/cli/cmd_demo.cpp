@@ -11,6 +11,9 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <tuple>
+
+#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
@@ -32,6 +35,8 @@ constexpr std::uint32_t kHostExperts = 16;  // the host backend runs a layer thi
 // states: 0.22 (Qwen3-30B-A3B) and 0.21 (gpt-oss-120b) measured on the host backend with 3-4
 // tokens, both GEMMs' inputs quantized (W4A8: 0.05, W4A16: 0.002).
 constexpr double kE2m1Tolerance = 0.3;
+// The fp64 reference's work bound, in multiply-adds (a few seconds on one core).
+constexpr double kReferenceMacs = 4e9;
 
 struct DemoArgs {
   std::string model = kDefaultModel, backend = "auto", weights, scale, act, act_scale;
@@ -143,6 +148,37 @@ Result<dispatch::PackedWeightsView> pack(Launcher& launcher, Memory& memory, con
                                      dest.qweight, dest.scales, dest.zeros, nullptr, order};
 }
 
+// The layer's weight shapes as the demo builds them, checked before anything is allocated: a
+// config with huge dimensions is an error naming them, not an allocation failure or an OOM kill.
+Status check_demo_layer(const std::string& model, std::uint32_t experts, std::uint32_t H, std::uint32_t I,
+                        std::int32_t tokens, const WeightChoice& w, bool host_backend, bool two_packings) {
+  const std::string owner = fmt::format("--model {} (hidden size {}, expert intermediate size {}): ", model, H, I);
+  if (I > kMaxPackedExtent / 2)
+    return error(Code::invalid_argument,
+                 "{}the gate/up weights' N = 2 x {} exceeds {} (the largest packed extent); expected an intermediate "
+                 "size of at most {}",
+                 owner, I, kMaxPackedExtent, kMaxPackedExtent / 2);
+  for (auto [name, n, k] : {std::tuple{"w13.", 2 * I, H}, std::tuple{"w2.", H, I}})
+    if (Status s = quant::check_packed_extents(experts, n, k, name); !s.ok())
+      return error(s.code(), "{}{}", owner, s.message());
+  // One byte per weight code (the reference reads them), 4-6 bytes of scales and zero points per
+  // group, and on the host backend the packed copies (half a byte per weight, once per
+  // activation order the demo runs); per token and hidden element, the 16-bit input, its value
+  // in double and two f32 outputs here, and on the host backend its input and output copies.
+  const double weights = 3.0 * experts * H * I;
+  const double groups = weights / (w.group_size ? w.group_size : std::min(H, I));
+  const double packings = host_backend ? (two_packings ? 2.0 : 1.0) : 0.0;
+  const double activations = static_cast<double>(tokens) * H * (host_backend ? 24.0 : 18.0);
+  const double need = weights * (1.0 + 0.5 * packings) + groups * (5.0 + 2.0 * packings) + activations;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && need > static_cast<double>(pages) * static_cast<double>(page))
+    return error(Code::invalid_argument,
+                 "{}the demo's {} experts and {} tokens need about {:.1f} GiB of host memory; this machine has "
+                 "{:.1f} GiB (expected a model whose layer fits)",
+                 owner, experts, tokens, need / (1ull << 30), static_cast<double>(pages) * page / (1ull << 30));
+  return ok_status();
+}
+
 double activation(Epilogue a, double gate, double up) {
   if (a == Epilogue::silu_and_mul) return gate / (1.0 + std::exp(-gate)) * up;
   const double g = std::min(gate, 7.0), u = std::clamp(up, -7.0, 7.0);
@@ -197,6 +233,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   }
   const std::uint32_t experts = run_on->backend() == Backend::host ? std::min(shape.experts, kHostExperts) : shape.experts;
   const std::uint32_t topk = std::min(shape.topk, experts);
+  MOEJIT_TRY(check_demo_layer(a.model, experts, shape.hidden, shape.intermediate, a.tokens, w,
+                              run_on->backend() == Backend::host, quantized));
 
   MOEJIT_ASSIGN_OR_RETURN(KernelResolver::Options ro, resolver_options(g));
   MOEJIT_ASSIGN_OR_RETURN(auto resolver, KernelResolver::create(std::move(ro)));
@@ -291,8 +329,15 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   // fp64 reference (the kernels round the intermediate and the pair outputs to 16 bits; W4A8 and
   // W4A4 also quantize the hidden states and the intermediate to e4m3 / e2m1: what the narrow
   // activations cost end to end).
+  // Past kReferenceMacs multiply-adds (seconds of fp64 on one core) the reference covers evenly
+  // spaced tokens only: a large layer at 8192 tokens would otherwise take an hour to check.
+  const double macs_per_token = 3.0 * topk * H * I;
+  const std::int32_t checked = static_cast<std::int32_t>(
+      std::clamp<double>(std::floor(kReferenceMacs / macs_per_token), 1.0, static_cast<double>(T)));
   double err2 = 0, ref2 = 0, fp8_err2 = 0;
-  for (std::int32_t t = 0; t < T; ++t) {
+  for (std::int32_t j = 0; j < checked; ++j) {
+    const std::int32_t t = static_cast<std::int32_t>(static_cast<std::int64_t>(j) * T / checked);
+    const std::size_t row = static_cast<std::size_t>(t) * H;
     std::vector<double> want(H, 0.0);
     for (std::uint32_t k = 0; k < topk; ++k) {
       const std::uint32_t e = static_cast<std::uint32_t>(ids[t * topk + k]);
@@ -300,8 +345,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
       for (std::uint32_t i = 0; i < I; ++i) {
         double gate = 0, up = 0;
         for (std::uint32_t h = 0; h < H; ++h) {
-          gate += x[t * H + h] * w13.value(e, i, h);
-          up += x[t * H + h] * w13.value(e, I + i, h);
+          gate += x[row + h] * w13.value(e, i, h);
+          up += x[row + h] * w13.value(e, I + i, h);
         }
         inter[i] = activation(shape.activation, gate, up);
       }
@@ -312,12 +357,12 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
       }
     }
     for (std::uint32_t h = 0; h < H; ++h) {
-      const double got = w4a16.out[t * H + h];
+      const double got = w4a16.out[row + h];
       if (!std::isfinite(got)) return error(Code::internal, "output[{}][{}] = {} is not finite", t, h, got);
       err2 += (got - want[h]) * (got - want[h]);
       ref2 += want[h] * want[h];
       if (quantized) {
-        const double got8 = w4a8.out[t * H + h];
+        const double got8 = w4a8.out[row + h];
         if (!std::isfinite(got8))
           return error(Code::internal, "{} output[{}][{}] = {} is not finite", act_name, t, h, got8);
         fp8_err2 += (got8 - want[h]) * (got8 - want[h]);
@@ -339,6 +384,7 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   if (!why_host.empty()) doc["why_host"] = why_host;
   doc["topk"] = topk;
   doc["tokens"] = T;
+  doc["reference_tokens"] = checked;
   doc["weights"] = weights_name;
   doc["weight_scale"] = to_string(w.scale);
   doc["backend"] = to_string(run_on->backend());

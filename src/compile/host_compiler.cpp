@@ -23,6 +23,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether the compiler died instead of rejecting the source: killed by a signal itself, or its
+// compiler proper (cc1plus, the clang frontend) was - the OOM killer on a host short of memory,
+// say. The same source may compile on the next call, so this must not be remembered as the
+// spec's compile error. The phrases are GCC's and Clang's drivers'.
+bool compiler_died(const ProcessOutput& ran) {
+  if (ran.exit_code < 0) return true;
+  if (ran.exit_code == 0) return false;
+  for (std::string_view sign : {"signal terminated program", "failed due to signal", "unable to execute command"})
+    if (ran.output.find(sign) != std::string::npos) return true;
+  return false;
+}
+
 // Where the template root sits inside the compile directory. The compiler runs in that
 // directory, so `-I` names this relative path and the key can hold the very same flag.
 constexpr const char* kTemplateDir = "templates";
@@ -215,8 +227,16 @@ Result<CompiledKernel> HostCompiler::compile(const codegen::GeneratedKernel& ker
                  options_.cxx, kernel.source_name, options_.timeout.count(),
                  ran.status().message());
 
+  const bool died = compiler_died(*ran);
   CompiledKernel out;
   out.log = std::move(ran->output);
+  if (died)
+    return error(Code::unavailable,
+                 "host compiler '{}' (MOEJIT_HOST_CXX) died compiling {} ({}; killed for memory?); the next "
+                 "call compiles it again:\n{}",
+                 options_.cxx, kernel.source_name,
+                 ran->exit_code < 0 ? fmt::format("signal {}", -ran->exit_code) : "a program it ran was killed",
+                 out.log);
   if (ran->exit_code != 0) {
     auto dumped = dump_sources(kernel, templates);
     return error(Code::compile_error,

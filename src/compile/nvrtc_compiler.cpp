@@ -105,6 +105,9 @@ Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& ke
   r = api.CompileProgram(prog.get(), static_cast<int>(opts.size()), opts.data());
   CompiledKernel out;
   out.log = program_log(api, prog.get());
+  if (r == NVRTC_ERROR_OUT_OF_MEMORY)  // the host's state, not the source's: not remembered
+    return error(Code::unavailable, "NVRTC ran out of memory compiling {} for {}; the next call compiles it again",
+                 kernel.source_name, arch.name);
   if (r != NVRTC_SUCCESS) {
     auto dumped = dump_sources(kernel, templates);
     return error(Code::compile_error, "NVRTC failed to compile {} for {} ({}):\n{}\nsource: {}",

@@ -21,8 +21,8 @@ Result<std::uint32_t> first_of(const json& doc, std::initializer_list<const char
     auto it = doc.find(name);
     if (it == doc.end() || it->is_null()) continue;
     if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 || it->get<std::uint64_t>() > 1u << 30)
-      return error(Code::invalid_argument, "{}: '{}' = {}: expected a positive integer ({})", what, name,
-                   json_excerpt(*it), meaning);
+      return error(Code::invalid_argument, "{}: '{}' = {}: expected a positive integer of at most {} ({})", what,
+                   name, json_excerpt(*it), 1u << 30, meaning);
     return static_cast<std::uint32_t>(it->get<std::uint64_t>());
   }
   return error(Code::invalid_argument, "{}: no {} ({}); expected one of: {}", what, meaning, "not an MoE config?", tried);
