@@ -526,11 +526,22 @@ TEST_CASE("C ABI: the usage manifest lists exactly the kernels a run used") {
   auto specs = dispatch::read_usage_manifest(manifest);
   REQUIRE_MESSAGE(specs.ok(), specs.status().message());
   REQUIRE(specs->size() == 4);  // align, gate/up, down, reduce; each once
-  CHECK((*specs)[0].op == Op::moe_align);
-  CHECK((*specs)[1].op == Op::grouped_gemm);
-  CHECK((*specs)[1].epilogue == Epilogue::silu_and_mul);
-  CHECK((*specs)[2].epilogue == Epilogue::topk_weight);
-  CHECK((*specs)[3].op == Op::moe_reduce);
+  CHECK((*specs)[0].spec.op == Op::moe_align);
+  CHECK((*specs)[1].spec.op == Op::grouped_gemm);
+  CHECK((*specs)[1].spec.epilogue == Epilogue::silu_and_mul);
+  CHECK((*specs)[2].spec.epilogue == Epilogue::topk_weight);
+  CHECK((*specs)[3].spec.op == Op::moe_reduce);
+  // The GEMMs carry the call their tile was chosen for (4 routed pairs over 2 experts, top 2).
+  for (int i : {1, 2}) {
+    REQUIRE((*specs)[i].gemm.has_value());
+    CHECK((*specs)[i].gemm->m == 4);
+    CHECK((*specs)[i].gemm->topk_hint == 2);
+    CHECK((*specs)[i].gemm->global_experts_hint == 2);
+    CHECK((*specs)[i].gemm->rows_per_expert_hint == 0);
+    // The down projection requests its weights before the gate/up output is ready.
+    CHECK((*specs)[i].gemm->weights_before_dependency == (i == 2 ? 1u : 0u));
+  }
+  CHECK_FALSE((*specs)[0].gemm.has_value());
   write_text(dir / "bad.jsonl", "{\"op\": \"moe_align\"}\nnot json\n");
   auto bad = dispatch::read_usage_manifest(dir / "bad.jsonl");
   CHECK_FALSE(bad.ok());

@@ -1,8 +1,9 @@
 // moejit warmup does what its options say or refuses them: a store that keeps nothing on disk
 // is not "warmed", --weights naming the checkpoint's format keeps its scales, a usage manifest
-// is not mixed with a model's options, one target is warmed once, and a manifest a killed run
-// cut short still warms what it lists. These need no compiler: the refusals come first, and the
-// summary names what was planned even where nothing compiles.
+// is not mixed with a model's options, one target is warmed once, a manifest a killed run cut
+// short still warms what it lists, and a manifest's GEMMs are planned again for another target.
+// These need no compiler: the refusals come first, and the summary names what was planned even
+// where nothing compiles.
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -124,4 +125,27 @@ TEST_CASE("a usage manifest cut short by a killed run still warms what it lists 
   ProcessResult empty = warmup(dir, {"--from-usage", dir / "empty.jsonl"});
   CHECK(empty.exit_code == 1);
   CHECK(parsed(empty)["error"]["message"].get<std::string>().find("lists no kernel spec") != std::string::npos);
+}
+
+TEST_CASE("moejit warmup --from-usage --arch plans recorded GEMM calls again, and warns of GEMMs recorded without one") {
+  TempDir dir;
+  const std::string gemm =
+      R"({"op":"grouped_gemm","arch":"sm_90a","backend":"device","weight":"mxfp4","scale":"e8m0","group_size":32,)"
+      R"("act":"bf16","out":"bf16","layout":"indexed","epilogue":"topk_weight","n":256,"k":256,"experts":4,"bm":16,)"
+      R"("bn":64,"bk":64,"stages":4,"warps":4,"split_k":1})";
+  const std::string call =
+      R"({"m":8,"rows_per_expert_hint":0,"topk_hint":2,"global_experts_hint":4,"weights_before_dependency":1})";
+  write_text(dir / "usage.jsonl", R"({"spec":)" + gemm + R"(,"gemm_call":)" + call + "}\n" + kAlignLine + "\n");
+  ProcessResult moved = warmup(dir, {"--from-usage", dir / "usage.jsonl", "--arch", "sm_121a"});
+  CHECK(parsed(moved)["kernels"] == 2);  // GB10's one SM count: one GEMM, and the align
+  CHECK(moved.err.find("without the call") == std::string::npos);
+  // An older moejit's manifest: the GEMM's spec alone, kept with its tile for another target, said.
+  write_text(dir / "old.jsonl", gemm + "\n");
+  ProcessResult old = warmup(dir, {"--from-usage", dir / "old.jsonl", "--arch", "sm_121a"});
+  CHECK(parsed(old)["kernels"] == 1);
+  CHECK(old.err.find("1 grouped GEMM kernel(s) recorded without the call that chose them") != std::string::npos);
+  // On the target it was recorded on, a record is what that run used: nothing to plan, nothing said.
+  ProcessResult same = warmup(dir, {"--from-usage", dir / "old.jsonl", "--arch", "sm_90a"});
+  CHECK(parsed(same)["kernels"] == 1);
+  CHECK(same.err.find("without the call") == std::string::npos);
 }

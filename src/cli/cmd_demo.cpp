@@ -175,7 +175,7 @@ Status check_demo_layer(const std::string& model, std::uint32_t experts, std::ui
     return error(Code::invalid_argument,
                  "{}the demo's {} experts and {} tokens need about {:.1f} GiB of host memory; this machine has "
                  "{:.1f} GiB (expected a model whose layer fits)",
-                 owner, experts, tokens, need / (1ull << 30), static_cast<double>(pages) * page / (1ull << 30));
+                 owner, experts, tokens, need / (1ull << 30), static_cast<double>(pages) * static_cast<double>(page) / (1ull << 30));
   return ok_status();
 }
 

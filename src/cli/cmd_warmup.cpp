@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
+#include <unordered_set>
 
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
 #include "dispatch/spec_observer.hpp"
+#include "dispatch/usage_retarget.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
 #include "support/log.hpp"
@@ -67,17 +69,30 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend, const std::
                      "{} with --from-usage: expected none of the model's options (the manifest lists its kernels, "
                      "which --arch and --backend may re-target)",
                      option);
-    MOEJIT_ASSIGN_OR_RETURN(std::vector<KernelSpec> used, dispatch::read_usage_manifest(a.from_usage));
-    // Re-targeted as asked: the same kernels for every named architecture, for the named backend.
-    if (given("--backend"))
-      for (KernelSpec& s : used) s.backend = backend;
-    if (archs.empty()) return WarmPlan{used, {}, {}};
+    MOEJIT_ASSIGN_OR_RETURN(std::vector<dispatch::UsageRecord> used, dispatch::read_usage_manifest(a.from_usage));
+    const std::optional<Backend> to_backend = given("--backend") ? std::optional<Backend>(backend) : std::nullopt;
     WarmPlan out;
-    for (Arch arch : archs)
-      for (KernelSpec s : used) {
-        s.arch = arch;
-        out.specs.push_back(s);
+    if (archs.empty()) {
+      // What the run used, as it used it (on the named backend, if one is given).
+      std::unordered_set<KernelSpec, KernelSpecHash> seen;
+      for (const dispatch::UsageRecord& r : used) {
+        KernelSpec s = r.spec;
+        s.backend = to_backend.value_or(s.backend);
+        if (seen.insert(s).second) out.specs.push_back(s);
       }
+      return out;
+    }
+    // Re-targeted: each target's heuristics are asked what they pick for the recorded calls.
+    for (Arch arch : archs) {
+      MOEJIT_ASSIGN_OR_RETURN(dispatch::RetargetedUsage r, dispatch::retarget_usage(used, arch, to_backend));
+      if (r.gemms_without_call != 0)
+        log(LogLevel::warn,
+            "{}: {} grouped GEMM kernel(s) recorded without the call that chose them (a manifest of an older moejit): "
+            "warmed for {} with their recorded tiles, which {}'s heuristic may not pick; record the manifest again "
+            "for a store a frozen run can rely on",
+            a.from_usage, r.gemms_without_call, to_string(arch), to_string(arch));
+      out.specs.insert(out.specs.end(), r.specs.begin(), r.specs.end());
+    }
     return out;
   }
   if (a.model.empty()) return error(Code::invalid_argument, "expected --model CONFIG.json or --from-usage FILE");

@@ -56,7 +56,8 @@ Status run_quantize(OpContext& ctx, const KernelSpec& spec, const void* in, void
   q.ld_out = static_cast<std::int64_t>(quantized_row_bytes(spec.act_scale, spec.n));
   q.scale_ld = scale_stride(spec.act_scale, spec.n);
   q.rows = rows;
-  return run_kernel(ctx, spec, act_quantize_grid(rows), &q, sizeof q, stream, Decision{what, rows, rows_per_expert});
+  return run_kernel(ctx, spec, act_quantize_grid(rows), &q, sizeof q, stream,
+                    Decision{what, rows, rows_per_expert, std::nullopt});
 }
 
 // Where each intermediate lives in the workspace. The routing and activation regions are sized
@@ -506,7 +507,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   align.clear_words = counters;
   align.clear_count = static_cast<i32>(split.up_counters + split.down_counters);
   MOEJIT_TRY(run_kernel(ctx, specs.align, moe_align_grid(), &align, sizeof align, stream,
-                        Decision{"fused_moe align", numel, rows_per_expert}));
+                        Decision{"fused_moe align", numel, rows_per_expert, std::nullopt}));
 
   LayerBuffers b{sorted, expert_ids, post_pad, ws + l.intermediate, ws + l.pairs};
   b.up_a = r.hidden;
@@ -563,7 +564,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   reduce.experts = static_cast<i32>(global_experts(r));
   reduce.local_experts = static_cast<i32>(r.w13.experts);
   return run_kernel(ctx, specs.reduce, moe_reduce_grid(specs.reduce, r.tokens), &reduce, sizeof reduce, stream,
-                    Decision{"fused_moe reduce", r.tokens, rows_per_expert});
+                    Decision{"fused_moe reduce", r.tokens, rows_per_expert, std::nullopt});
 }
 
 }  // namespace moejit::dispatch

@@ -107,6 +107,39 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
   return with_plan(s, plan_gemm(work, bm, arch, sms));
 }
 
+GemmCall gemm_call(const GroupedGemmRequest& r) {
+  return {r.params.m, r.rows_per_expert_hint, r.topk_hint, r.global_experts_hint, r.params.weights_before_dependency};
+}
+
+Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmCall& call, Arch arch, Backend backend,
+                                         std::uint32_t sms) {
+  if (recorded.op != Op::grouped_gemm)
+    return error(Code::invalid_argument, "spec field 'op' = {}: expected grouped_gemm", to_string(recorded.op));
+  GroupedGemmRequest r;
+  r.weights.format = recorded.weight;
+  r.weights.group_size = recorded.group_size;
+  r.weights.scale = recorded.scale;
+  r.weights.experts = recorded.experts;
+  r.weights.n = recorded.n;
+  r.weights.k = recorded.k;
+  r.weights.act_and_mul = is_act_and_mul(recorded.epilogue);
+  r.weights.order = quant::packed_order_for(recorded.act, recorded.weight);
+  r.act = recorded.act;
+  r.act_scale = recorded.act_scale;
+  r.out = recorded.out;
+  r.layout = recorded.layout;
+  r.epilogue = recorded.epilogue;
+  if (call.m < 0 || call.m > 2147483647)
+    return error(Code::invalid_argument, "gemm call field 'm' = {}: expected 0 to 2^31 - 1", call.m);
+  r.params.m = static_cast<std::int32_t>(call.m);
+  r.params.weights_before_dependency = call.weights_before_dependency;
+  r.block_size = recorded.bm;  // indexed: the align's block size, which the target keeps
+  r.rows_per_expert_hint = call.rows_per_expert_hint;
+  r.topk_hint = call.topk_hint;
+  r.global_experts_hint = call.global_experts_hint;
+  return grouped_gemm_spec(r, arch, backend, sms);
+}
+
 Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch arch, Backend backend,
                                              std::uint32_t sms) {
   MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, grouped_gemm_spec(r, arch, backend, sms));
@@ -154,7 +187,8 @@ Status run_grouped_gemm(OpContext& ctx, const GroupedGemmRequest& r, void* strea
   // No rows, no launch; the call is still refused if it could never build its kernel.
   if (g.grid.empty()) return validate_spec(g.spec);
   return run_kernel(ctx, g.spec, g.grid, &g.params, sizeof g.params, stream,
-                    Decision{"grouped_gemm", g.params.m, static_cast<std::int64_t>(std::lround(gemm_work(r).rows_per_expert))});
+                    Decision{"grouped_gemm", g.params.m,
+                             static_cast<std::int64_t>(std::lround(gemm_work(r).rows_per_expert)), gemm_call(r)});
 }
 
 }  // namespace moejit::dispatch

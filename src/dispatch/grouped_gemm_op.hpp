@@ -55,6 +55,16 @@ GemmWork gemm_work(const GroupedGemmRequest& request);
 // errors name the bad argument.
 Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& request, Arch arch, Backend backend, std::uint32_t sms);
 
+// The request's inputs to its tile choice that its spec does not hold (usage manifests record
+// them with the spec).
+GemmCall gemm_call(const GroupedGemmRequest& request);
+
+// What a grouped GEMM recorded as `recorded` (a spec some target's heuristic picked for `call`)
+// runs with on `arch` / `backend` with `sms` multiprocessors: the same problem, with the tile and
+// split that target's heuristic picks. Warm-up re-targets usage manifests with it.
+Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmCall& call, Arch arch,
+                                         Backend backend, std::uint32_t sms);
+
 // Workspace the request needs (split-K partial sums and counters).
 Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& request, Arch arch, Backend backend,
                                              std::uint32_t sms);
