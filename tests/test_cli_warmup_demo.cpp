@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include "compile/nvrtc_library.hpp"
 #include "test_support.hpp"
@@ -40,6 +42,9 @@ struct GpuFamily {
   const char *name, *cc, *sms, *target;
 };
 constexpr GpuFamily kH200{"sm_90", "9.0", "132", "sm_90a"}, kGb10{"sm_121", "12.1", "48", "sm_121a"};
+// A compute capability 9.0 part with 8 SMs (a small slice): its tiles and split differ from the
+// H100/H200 profiles'.
+constexpr GpuFamily kSlice{"sm_90", "9.0", "8", "sm_90a"};
 
 // The null driver (a libcuda whose launches return at once), or empty after saying why it is missing.
 std::filesystem::path null_driver_or_skip() {
@@ -50,23 +55,29 @@ std::filesystem::path null_driver_or_skip() {
   return {};
 }
 
-// `moejit demo` on the device backend in frozen mode over `dir`'s store, the null driver standing
-// in for a GPU of `family`: its JSON. Every kernel must come from the store.
-Json frozen_demo(const TempDir& dir, const std::filesystem::path& driver, const GpuFamily& family,
-                 std::vector<std::string> extra) {
-  std::vector<std::string> argv = {MOEJIT_CLI, "--json", "--cache-dir", dir / "store", "demo", "--model",
+// `moejit demo` on the device backend over the store `dir / store`, the null driver standing in
+// for a GPU of `family`: its JSON. Frozen: every kernel must come from the store.
+Json null_gpu_demo(const TempDir& dir, const std::filesystem::path& driver, const GpuFamily& family,
+                   std::vector<std::string> extra, bool frozen, const std::string& store = "store") {
+  std::vector<std::string> argv = {MOEJIT_CLI, "--json", "--cache-dir", dir / store, "demo", "--model",
                                    dir / "config.json", "--backend", "device", "--tokens", "2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  const ProcessResult r = run_process(argv, {{"MOEJIT_LOCK_DIR", dir / "locks"},
-                                             {"MOEJIT_FROZEN", "1"},
-                                             {"MOEJIT_CUDA_LIBRARY", driver.string()},
-                                             {"MOEJIT_NULL_CUDA_CC", family.cc},
-                                             {"MOEJIT_NULL_CUDA_SMS", family.sms}});
+  std::map<std::string, std::string> env = {{"MOEJIT_LOCK_DIR", dir / "locks"},
+                                            {"MOEJIT_CUDA_LIBRARY", driver.string()},
+                                            {"MOEJIT_NULL_CUDA_CC", family.cc},
+                                            {"MOEJIT_NULL_CUDA_SMS", family.sms}};
+  if (frozen) env["MOEJIT_FROZEN"] = "1";
+  const ProcessResult r = run_process(argv, env);
   CAPTURE(r.out);
   CAPTURE(r.err);
   Json doc = Json::parse(r.out, nullptr, false);
   REQUIRE(doc.is_object());
   return doc;
+}
+
+Json frozen_demo(const TempDir& dir, const std::filesystem::path& driver, const GpuFamily& family,
+                 std::vector<std::string> extra) {
+  return null_gpu_demo(dir, driver, family, std::move(extra), true);
 }
 
 // The null driver computes nothing, so a frozen demo's output check is the only thing that may fail.
@@ -325,9 +336,7 @@ TEST_CASE("warmup --sms covers a GPU of an SM count no device profile has") {
   if (!nvrtc_or_skip()) return;
   const std::filesystem::path driver = null_driver_or_skip();
   if (driver.empty()) return;
-  // A compute capability 9.0 part with 8 SMs (a small slice): its tiles and split differ from the
-  // H100/H200 profiles', so a store warmed for the profiles alone misses in a frozen run.
-  constexpr GpuFamily kSlice{"sm_90", "9.0", "8", "sm_90a"};
+  // A store warmed for the H100/H200 profiles alone misses in a frozen run on kSlice.
   TempDir dir;
   write_text(dir / "config.json", kTinyConfig);
   const std::vector<std::string> warm = {"warmup", "--model", dir / "config.json", "--arch", "sm_90", "--max-tokens",
@@ -347,8 +356,55 @@ TEST_CASE("warmup --sms covers a GPU of an SM count no device profile has") {
   } else {
     CHECK(doc["kernels_compiled"] == 0);
   }
-  Json bad = run_json(dir, {"warmup", "--from-usage", dir / "none.txt", "--sms", "16"}, 1);
-  CHECK(bad["error"]["message"].get<std::string>().find("--sms with --from-usage") != std::string::npos);
+}
+
+TEST_CASE("a usage manifest recorded on an H200 warms what a GB10 and an 8-SM slice look up in frozen runs") {
+  if (!nvrtc_or_skip()) return;
+  const std::filesystem::path driver = null_driver_or_skip();
+  if (driver.empty()) return;
+  TempDir dir;
+  write_text(dir / "config.json", kTinyConfig);
+  // The run that records (compiling into a store of its own): the null driver computes nothing,
+  // so only its output check may fail.
+  const Json recorded = null_gpu_demo(dir, driver, kH200, {"--usage-manifest", dir / "usage.jsonl"}, false, "h200");
+  if (recorded.contains("error")) check_only_the_output_check_failed(recorded);
+  REQUIRE(std::filesystem::exists(dir / "usage.jsonl"));
+  // Renaming the target of each spec (what an older manifest, specs alone, allows) gives the GB10
+  // an H200 tile: here one that needs more shared memory than a GB10 block has, and not the one
+  // the GB10 looks up.
+  std::string specs_alone;
+  std::istringstream lines(slurp(dir / "usage.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const Json record = Json::parse(line);
+    specs_alone += (record.contains("spec") ? record["spec"] : record).dump() + "\n";
+  }
+  write_text(dir / "specs-alone.jsonl", specs_alone);
+  const Json renamed = run_json(dir, {"warmup", "--from-usage", dir / "specs-alone.jsonl", "--arch", kGb10.name}, 1);
+  CHECK(renamed["errors"].size() == 1);
+  const Json renamed_run = frozen_demo(dir, driver, kGb10, {});
+  REQUIRE(renamed_run.contains("error"));
+  CHECK(renamed_run["error"]["code"] == "frozen_miss");
+  // Re-targeted with the recorded calls: the GB10's heuristic plans them, so nothing misses.
+  const Json warm = run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", kGb10.name});
+  CHECK(warm["errors"].empty());
+  const Json gb10 = frozen_demo(dir, driver, kGb10, {});
+  if (gb10.contains("error")) check_only_the_output_check_failed(gb10);
+  else CHECK(gb10["kernels_compiled"] == 0);
+  // Its own family keeps the records as made on a 132-SM GPU, which an 8-SM slice does not pick...
+  CHECK(run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", kH200.name})["errors"].empty());
+  const Json missed = frozen_demo(dir, driver, kSlice, {});
+  REQUIRE(missed.contains("error"));
+  CHECK(missed["error"]["message"].get<std::string>().find("frozen mode: no kernel") != std::string::npos);
+  // ...until --sms plans them for that slice too.
+  CHECK(run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", kH200.name, "--sms", kSlice.sms})["errors"]
+            .empty());
+  const Json slice = frozen_demo(dir, driver, kSlice, {});
+  if (slice.contains("error")) check_only_the_output_check_failed(slice);
+  else CHECK(slice["kernels_compiled"] == 0);
+  // --sms with a manifest names a GPU of a target: without --arch it is refused.
+  Json no_arch = run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--sms", "16"}, 1);
+  CHECK(no_arch["error"]["message"].get<std::string>().find("--sms with --from-usage: expected --arch too") !=
+        std::string::npos);
 }
 
 TEST_CASE("a store warmed for W4A8 serves a frozen W4A8 run on an H200 and a GB10: quantizations and GEMMs") {

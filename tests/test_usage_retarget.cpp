@@ -63,10 +63,11 @@ std::vector<dispatch::UsageRecord> recorded(const dispatch::FusedMoeRequest& r, 
           {s->reduce, std::nullopt}};
 }
 
-// Every kernel the fused layer picks for these calls on any device of `arch`.
-SpecSet picked_on(const std::vector<dispatch::FusedMoeRequest>& calls, Arch arch) {
+// Every kernel the fused layer picks for these calls on devices of `arch` with `sm_counts` SMs.
+SpecSet picked_on(const std::vector<dispatch::FusedMoeRequest>& calls, Arch arch,
+                  const std::vector<std::uint32_t>& sm_counts) {
   SpecSet out;
-  for (std::uint32_t sms : sm_counts_for(arch))
+  for (std::uint32_t sms : sm_counts)
     for (const dispatch::FusedMoeRequest& r : calls) {
       auto s = dispatch::fused_moe_specs(r, arch, Backend::device, sms);
       REQUIRE_MESSAGE(s.ok(), s.status().message());
@@ -75,24 +76,33 @@ SpecSet picked_on(const std::vector<dispatch::FusedMoeRequest>& calls, Arch arch
   return out;
 }
 
+// A run of a layer's fused calls at every kTokens on an H200, and the manifest it writes.
+struct RecordedRun {
+  std::vector<dispatch::FusedMoeRequest> calls;
+  std::vector<dispatch::UsageRecord> manifest;
+};
+RecordedRun recorded_on_h200(const LayerShape& m) {
+  RecordedRun run;
+  for (std::int32_t t : kTokens) {
+    run.calls.push_back(layer_request(m, t));
+    for (const auto& rec : recorded(run.calls.back(), Arch::sm_90a, 132)) run.manifest.push_back(rec);
+  }
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("a manifest recorded on an H200 re-targeted to GB10, B200 or A100 holds what their heuristics pick") {
   int missed_by_renaming = 0;  // GEMMs the old re-targeting (the arch field alone) got wrong
   for (const LayerShape& m : kShapes) {
     CAPTURE(m.name);
-    std::vector<dispatch::FusedMoeRequest> calls;
-    std::vector<dispatch::UsageRecord> manifest;
-    for (std::int32_t t : kTokens) {
-      calls.push_back(layer_request(m, t));
-      for (const auto& rec : recorded(calls.back(), Arch::sm_90a, 132)) manifest.push_back(rec);
-    }
+    const auto [calls, manifest] = recorded_on_h200(m);
     for (Arch target : {Arch::sm_121a, Arch::sm_100a, Arch::sm_80}) {
       CAPTURE(to_string(target));
       auto moved = dispatch::retarget_usage(manifest, target, std::nullopt);
       REQUIRE_MESSAGE(moved.ok(), moved.status().message());
       CHECK(moved->gemms_without_call == 0);
-      const SpecSet want = picked_on(calls, target);
+      const SpecSet want = picked_on(calls, target, sm_counts_for(target));
       const SpecSet got(moved->specs.begin(), moved->specs.end());
       CHECK(got.size() == moved->specs.size());  // no repeats
       CHECK(got == want);
@@ -169,4 +179,28 @@ TEST_CASE("usage records: GEMM calls survive the manifest, and bad ones are erro
     REQUIRE_FALSE(r.ok());
     for (const std::string& w : words) CHECK_MESSAGE(r.status().message().find(w) != std::string::npos, r.status().message());
   }
+}
+
+TEST_CASE("usage records planned for an SM count no profile has (--sms) as well as the target's profiles") {
+  std::size_t slice_only = 0;  // kernels the 8-SM slice picks that the 132-SM run did not
+  for (const LayerShape& m : kShapes) {
+    CAPTURE(m.name);
+    const auto [calls, manifest] = recorded_on_h200(m);
+    // Its own target: the records as made, and what an 8-SM slice picks.
+    auto slice = dispatch::retarget_usage(manifest, Arch::sm_90a, std::nullopt, 8);
+    REQUIRE_MESSAGE(slice.ok(), slice.status().message());
+    SpecSet want;
+    for (const dispatch::UsageRecord& rec : manifest) want.insert(rec.spec);
+    const std::size_t as_recorded = want.size();
+    want.merge(picked_on(calls, Arch::sm_90a, {8}));
+    slice_only += want.size() - as_recorded;
+    CHECK(SpecSet(slice->specs.begin(), slice->specs.end()) == want);
+    // Another target: its profiles and the extra count.
+    auto gb10 = dispatch::retarget_usage(manifest, Arch::sm_121a, std::nullopt, 20);
+    REQUIRE(gb10.ok());
+    std::vector<std::uint32_t> gb10_sms = sm_counts_for(Arch::sm_121a);
+    gb10_sms.push_back(20);
+    CHECK(SpecSet(gb10->specs.begin(), gb10->specs.end()) == picked_on(calls, Arch::sm_121a, gb10_sms));
+  }
+  CHECK(slice_only > 0);
 }

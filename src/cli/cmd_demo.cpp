@@ -39,7 +39,7 @@ constexpr double kE2m1Tolerance = 0.3;
 constexpr double kReferenceMacs = 4e9;
 
 struct DemoArgs {
-  std::string model = kDefaultModel, backend = "auto", weights, scale, act, act_scale;
+  std::string model = kDefaultModel, backend = "auto", weights, scale, act, act_scale, usage_manifest;
   std::int32_t tokens = 4;
   std::uint32_t iterations = 20;
 };
@@ -238,7 +238,7 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
 
   MOEJIT_ASSIGN_OR_RETURN(KernelResolver::Options ro, resolver_options(g));
   MOEJIT_ASSIGN_OR_RETURN(auto resolver, KernelResolver::create(std::move(ro)));
-  dispatch::SpecObserver observer("", false);
+  dispatch::SpecObserver observer(a.usage_manifest, false);
   std::atomic<std::uint64_t> launches{0};
   dispatch::OpContext ops{*resolver, *run_on, observer, launches};
   Memory memory(*run_on, device.get());
@@ -438,6 +438,9 @@ Command add_demo_command(CLI::App& app, const GlobalOptions& g) {
                   "With --act e4m3: token (default) or block128 activation scales; with e2m1: block32 (E8M0)");
   cmd->add_option("--iterations", a->iterations, "Timed calls on the device (default 20)")
       ->check(CLI::Range(1u, 100000u));
+  cmd->add_option("--usage-manifest", a->usage_manifest,
+                  "Append the kernels the demo uses to this file, as a context's usage_manifest does (for warmup "
+                  "--from-usage)");
   return {cmd, [&g, a]() -> int {
     Json doc;
     Status s = run_demo(g, *a, doc);

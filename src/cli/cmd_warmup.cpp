@@ -55,8 +55,8 @@ struct WarmPlan {
 };
 
 // The options that describe a model: a usage manifest lists its kernels whole instead.
-constexpr const char* kModelOptions[] = {"--model", "--weights", "--scale", "--act",        "--act-scale",
-                                         "--out",   "--tp",      "--ep",    "--max-tokens", "--sms"};
+constexpr const char* kModelOptions[] = {"--model", "--weights", "--scale", "--act",       "--act-scale",
+                                         "--out",   "--tp",      "--ep",    "--max-tokens"};
 
 // The specs to warm, from a model config or a usage manifest. `given(option)`: whether the
 // command line set it.
@@ -67,8 +67,11 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend, const std::
       if (given(option))
         return error(Code::invalid_argument,
                      "{} with --from-usage: expected none of the model's options (the manifest lists its kernels, "
-                     "which --arch and --backend may re-target)",
+                     "which --arch, --sms and --backend may re-target)",
                      option);
+    if (given("--sms") && archs.empty())
+      return error(Code::invalid_argument,
+                   "--sms with --from-usage: expected --arch too (the target of the GPU with {} SMs)", a.sms);
     MOEJIT_ASSIGN_OR_RETURN(std::vector<dispatch::UsageRecord> used, dispatch::read_usage_manifest(a.from_usage));
     const std::optional<Backend> to_backend = given("--backend") ? std::optional<Backend>(backend) : std::nullopt;
     WarmPlan out;
@@ -84,7 +87,7 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend, const std::
     }
     // Re-targeted: each target's heuristics are asked what they pick for the recorded calls.
     for (Arch arch : archs) {
-      MOEJIT_ASSIGN_OR_RETURN(dispatch::RetargetedUsage r, dispatch::retarget_usage(used, arch, to_backend));
+      MOEJIT_ASSIGN_OR_RETURN(dispatch::RetargetedUsage r, dispatch::retarget_usage(used, arch, to_backend, a.sms));
       if (r.gemms_without_call != 0)
         log(LogLevel::warn,
             "{}: {} grouped GEMM kernel(s) recorded without the call that chose them (a manifest of an older moejit): "

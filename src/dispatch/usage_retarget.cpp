@@ -1,5 +1,6 @@
 #include "dispatch/usage_retarget.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "dispatch/grouped_gemm_op.hpp"
@@ -39,20 +40,24 @@ Result<KernelSpec> plan_on(const UsageRecord& record, Arch arch, Backend backend
 }  // namespace
 
 Result<RetargetedUsage> retarget_usage(const std::vector<UsageRecord>& records, Arch arch,
-                                       std::optional<Backend> backend) {
+                                       std::optional<Backend> backend, std::uint32_t extra_sms) {
   RetargetedUsage out;
   std::unordered_set<KernelSpec, KernelSpecHash> seen;
-  const std::vector<std::uint32_t> sm_counts = sm_counts_for(arch);
+  std::vector<std::uint32_t> all_sms = sm_counts_for(arch);
+  if (extra_sms != 0 && std::find(all_sms.begin(), all_sms.end(), extra_sms) == all_sms.end())
+    all_sms.push_back(extra_sms);
+  const std::vector<std::uint32_t> only_extra = extra_sms != 0 ? std::vector<std::uint32_t>{extra_sms}
+                                                               : std::vector<std::uint32_t>{};
   for (const UsageRecord& record : records) {
     const Backend to = backend.value_or(record.spec.backend);
-    if (record.spec.arch == arch) {
+    const bool made_here = record.spec.arch == arch;
+    if (made_here) {
       KernelSpec s = record.spec;
       s.backend = to;
       if (seen.insert(s).second) out.specs.push_back(s);
-      continue;
     }
     std::size_t without_call = 0;
-    for (std::uint32_t sms : sm_counts) {
+    for (std::uint32_t sms : made_here ? only_extra : all_sms) {
       auto s = plan_on(record, arch, to, sms, without_call);
       if (!s.ok())
         return error(s.status().code(), "usage record {} re-targeted to {}: {}", usage_record_json(record),

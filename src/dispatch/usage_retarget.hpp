@@ -4,6 +4,7 @@
 // architecture picks for the same calls (`moejit warmup --from-usage FILE --arch ...`).
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -24,9 +25,10 @@ struct RetargetedUsage {
 // on `arch` itself is kept as it is: it is what that run used. One made on another target is
 // planned again on every device profile of `arch` (spec/device_profiles.hpp): a grouped GEMM gets
 // the tile and split the target's heuristic picks for its recorded call, the routing align the
-// warps that fit the target's shared memory, the quantization its own recipe. Errors name the
-// record and the target.
+// warps that fit the target's shared memory, the quantization its own recipe. `extra_sms` (not 0):
+// every record is also planned for a GPU of `arch` with that many SMs (one no profile has: a MIG
+// slice, another SKU). Errors name the record and the target.
 Result<RetargetedUsage> retarget_usage(const std::vector<UsageRecord>& records, Arch arch,
-                                       std::optional<Backend> backend);
+                                       std::optional<Backend> backend, std::uint32_t extra_sms = 0);
 
 }  // namespace moejit::dispatch
