@@ -87,6 +87,13 @@ void check_only_the_output_check_failed(const Json& doc) {
   CHECK((message.find("not finite") != std::string::npos || message.find("relative error") != std::string::npos));
 }
 
+// A frozen demo every kernel of which came from the store: it compiled nothing, or failed only its
+// output check (which comes after every launch).
+void check_served_from_store(const Json& doc) {
+  if (doc.contains("error")) check_only_the_output_check_failed(doc);
+  else CHECK(doc["kernels_compiled"] == 0);
+}
+
 }  // namespace
 
 TEST_CASE("moejit warmup compiles a model's kernels once, then finds them on disk") {
@@ -350,12 +357,7 @@ TEST_CASE("warmup --sms covers a GPU of an SM count no device profile has") {
   const Json warmed = run_json(dir, with_sms);
   CHECK(warmed["errors"].empty());
   CHECK(warmed["compiled"].get<int>() >= 1);
-  const Json doc = frozen_demo(dir, driver, kSlice, {});
-  if (doc.contains("error")) {
-    check_only_the_output_check_failed(doc);
-  } else {
-    CHECK(doc["kernels_compiled"] == 0);
-  }
+  check_served_from_store(frozen_demo(dir, driver, kSlice, {}));
 }
 
 TEST_CASE("a usage manifest recorded on an H200 warms what a GB10 and an 8-SM slice look up in frozen runs") {
@@ -387,9 +389,7 @@ TEST_CASE("a usage manifest recorded on an H200 warms what a GB10 and an 8-SM sl
   // Re-targeted with the recorded calls: the GB10's heuristic plans them, so nothing misses.
   const Json warm = run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", kGb10.name});
   CHECK(warm["errors"].empty());
-  const Json gb10 = frozen_demo(dir, driver, kGb10, {});
-  if (gb10.contains("error")) check_only_the_output_check_failed(gb10);
-  else CHECK(gb10["kernels_compiled"] == 0);
+  check_served_from_store(frozen_demo(dir, driver, kGb10, {}));
   // Its own family keeps the records as made on a 132-SM GPU, which an 8-SM slice does not pick...
   CHECK(run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", kH200.name})["errors"].empty());
   const Json missed = frozen_demo(dir, driver, kSlice, {});
@@ -398,9 +398,7 @@ TEST_CASE("a usage manifest recorded on an H200 warms what a GB10 and an 8-SM sl
   // ...until --sms plans them for that slice too.
   CHECK(run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--arch", kH200.name, "--sms", kSlice.sms})["errors"]
             .empty());
-  const Json slice = frozen_demo(dir, driver, kSlice, {});
-  if (slice.contains("error")) check_only_the_output_check_failed(slice);
-  else CHECK(slice["kernels_compiled"] == 0);
+  check_served_from_store(frozen_demo(dir, driver, kSlice, {}));
   // --sms with a manifest names a GPU of a target: without --arch it is refused.
   Json no_arch = run_json(dir, {"warmup", "--from-usage", dir / "usage.jsonl", "--sms", "16"}, 1);
   CHECK(no_arch["error"]["message"].get<std::string>().find("--sms with --from-usage: expected --arch too") !=

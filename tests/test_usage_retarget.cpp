@@ -56,7 +56,7 @@ dispatch::FusedMoeRequest layer_request(const LayerShape& m, std::int32_t tokens
 std::vector<dispatch::UsageRecord> recorded(const dispatch::FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   auto s = dispatch::fused_moe_specs(r, arch, Backend::device, sms);
   REQUIRE_MESSAGE(s.ok(), s.status().message());
-  const std::int64_t pairs = static_cast<std::int64_t>(r.tokens) * r.topk;
+  const auto pairs = static_cast<std::uint32_t>(r.tokens) * r.topk;
   return {{s->align, std::nullopt},
           {s->up, dispatch::GemmCall{pairs, 0, r.topk, r.global_experts, 0}},
           {s->down, dispatch::GemmCall{pairs, 0, r.topk, r.global_experts, 1}},

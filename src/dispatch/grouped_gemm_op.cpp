@@ -108,7 +108,9 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
 }
 
 GemmCall gemm_call(const GroupedGemmRequest& r) {
-  return {r.params.m, r.rows_per_expert_hint, r.topk_hint, r.global_experts_hint, r.params.weights_before_dependency};
+  // A request with negative m never launches (prepare_grouped_gemm refuses it), so is never recorded.
+  return {static_cast<std::uint32_t>(r.params.m), r.rows_per_expert_hint, r.topk_hint, r.global_experts_hint,
+          r.params.weights_before_dependency};
 }
 
 Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmCall& call, Arch arch, Backend backend,
@@ -129,7 +131,7 @@ Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmC
   r.out = recorded.out;
   r.layout = recorded.layout;
   r.epilogue = recorded.epilogue;
-  if (call.m < 0 || call.m > 2147483647)
+  if (call.m > 2147483647)
     return error(Code::invalid_argument, "gemm call field 'm' = {}: expected 0 to 2^31 - 1", call.m);
   r.params.m = static_cast<std::int32_t>(call.m);
   r.params.weights_before_dependency = call.weights_before_dependency;

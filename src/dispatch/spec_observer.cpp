@@ -22,16 +22,15 @@ using json = nlohmann::json;
 // A grouped GEMM call's fields in a manifest line, each with its largest value.
 struct GemmCallField {
   const char* name;
-  std::uint64_t max;
-  std::int64_t GemmCall::*wide;  // m
-  std::uint32_t GemmCall::*narrow;
+  std::uint32_t max;
+  std::uint32_t GemmCall::*member;
 };
 constexpr GemmCallField kGemmCallFields[] = {
-    {"m", 2147483647, &GemmCall::m, nullptr},
-    {"rows_per_expert_hint", 4294967295u, nullptr, &GemmCall::rows_per_expert_hint},
-    {"topk_hint", 4294967295u, nullptr, &GemmCall::topk_hint},
-    {"global_experts_hint", 4294967295u, nullptr, &GemmCall::global_experts_hint},
-    {"weights_before_dependency", 1, nullptr, &GemmCall::weights_before_dependency},
+    {"m", 2147483647, &GemmCall::m},
+    {"rows_per_expert_hint", 4294967295u, &GemmCall::rows_per_expert_hint},
+    {"topk_hint", 4294967295u, &GemmCall::topk_hint},
+    {"global_experts_hint", 4294967295u, &GemmCall::global_experts_hint},
+    {"weights_before_dependency", 1, &GemmCall::weights_before_dependency},
 };
 
 Result<GemmCall> parse_gemm_call(const json& doc) {
@@ -49,8 +48,7 @@ Result<GemmCall> parse_gemm_call(const json& doc) {
     if (!value.is_number_unsigned() || value.get<std::uint64_t>() > f->max)
       return error(Code::invalid_argument, "gemm_call field '{}' = {}: expected an unsigned integer in [0, {}]", key,
                    json_excerpt(value), f->max);
-    if (f->wide) call.*(f->wide) = static_cast<std::int64_t>(value.get<std::uint64_t>());
-    else call.*(f->narrow) = static_cast<std::uint32_t>(value.get<std::uint64_t>());
+    call.*(f->member) = static_cast<std::uint32_t>(value.get<std::uint64_t>());
   }
   return call;
 }
@@ -59,14 +57,14 @@ Result<GemmCall> parse_gemm_call(const json& doc) {
 Result<UsageRecord> parse_usage_line(std::string_view line) {
   MOEJIT_ASSIGN_OR_RETURN(json doc, parse_json_input(line, "usage record"));
   if (!doc.is_object() || !doc.contains("spec")) {
-    MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, parse_spec_json(line));
+    MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, spec_from_json(doc));
     return UsageRecord{spec, std::nullopt};
   }
   UsageRecord record;
   for (const auto& [key, value] : doc.items())
     if (key != "spec" && key != "gemm_call")
       return error(Code::invalid_argument, "usage record: unknown field '{}'; expected 'spec' and 'gemm_call'", key);
-  MOEJIT_ASSIGN_OR_RETURN(record.spec, parse_spec_json(doc["spec"].dump()));
+  MOEJIT_ASSIGN_OR_RETURN(record.spec, spec_from_json(doc["spec"]));
   if (doc.contains("gemm_call")) {
     if (record.spec.op != Op::grouped_gemm)
       return error(Code::invalid_argument, "usage record: 'gemm_call' with a {} spec: expected it only with grouped_gemm",
@@ -106,9 +104,8 @@ std::vector<UsageRecord> manifest_records(std::string_view text, std::vector<Bad
 
 std::size_t UsageRecordHash::operator()(const UsageRecord& r) const noexcept {
   const GemmCall c = r.gemm.value_or(GemmCall{});
-  const std::uint64_t words[] = {KernelSpecHash{}(r.spec), r.gemm.has_value(), static_cast<std::uint64_t>(c.m),
-                                 c.rows_per_expert_hint, c.topk_hint, c.global_experts_hint,
-                                 c.weights_before_dependency};
+  const std::uint64_t words[] = {KernelSpecHash{}(r.spec), r.gemm.has_value(), c.m, c.rows_per_expert_hint,
+                                 c.topk_hint,                c.global_experts_hint, c.weights_before_dependency};
   return static_cast<std::size_t>(xxh3_64(words, sizeof words));
 }
 

@@ -24,7 +24,7 @@ namespace moejit::dispatch {
 // formats, layout and the indexed layout's tile rows, are in the spec). With them, warm-up asks
 // another target's heuristic what it would pick for the same call.
 struct GemmCall {
-  std::int64_t m = 0;
+  std::uint32_t m = 0;  // at most 2^31 - 1, as the GEMM's
   std::uint32_t rows_per_expert_hint = 0, topk_hint = 0, global_experts_hint = 0;
   std::uint32_t weights_before_dependency = 0;
   friend bool operator==(const GemmCall&, const GemmCall&) = default;

@@ -41,6 +41,10 @@ Result<std::uint32_t> field_value(const SpecField& f, const json& v) {
 
 Result<KernelSpec> parse_spec_json(std::string_view text) {
   MOEJIT_ASSIGN_OR_RETURN(json doc, parse_json_input(text, "spec"));
+  return spec_from_json(doc);
+}
+
+Result<KernelSpec> spec_from_json(const json& doc) {
   if (!doc.is_object())
     return error(Code::invalid_argument, "spec: expected a JSON object of KernelSpec fields");
   KernelSpec spec{};

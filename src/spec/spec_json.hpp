@@ -7,12 +7,15 @@
 #include <string_view>
 
 #include "spec/kernel_spec.hpp"
+#include "support/json_input.hpp"
 #include "support/status.hpp"
 
 namespace moejit {
 
 // Parses (does not validate) a spec. Errors name the offending key and what was expected.
 Result<KernelSpec> parse_spec_json(std::string_view text);
+// The same for a spec already parsed (read with parse_json_input), e.g. inside a larger record.
+Result<KernelSpec> spec_from_json(const nlohmann::json& doc);
 
 // Reads and parses a spec file; errors name the file.
 Result<KernelSpec> load_spec_file(const std::string& path);
