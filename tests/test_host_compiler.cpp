@@ -194,7 +194,7 @@ TEST_CASE("a host compile past MOEJIT_HOST_COMPILE_TIMEOUT_MS is killed and repo
   }
 }
 
-TEST_CASE("a host compiler that dies is unavailable, not the spec's compile error") {
+TEST_CASE("a host compiler that dies or lacks part of its toolchain is unavailable, not the spec's compile error") {
   // GCC's driver when the OOM killer takes cc1plus, Clang's when it takes the frontend, and a
   // driver killed itself: the next call must compile again, so none may read as compile_error
   // (which the resolver remembers per spec). A real rejection stays compile_error.
@@ -213,6 +213,15 @@ TEST_CASE("a host compiler that dies is unavailable, not the spec's compile erro
        "echo 'clang++: error: clang frontend command failed due to signal (use -v to see invocation)' >&2; exit 1",
        Code::unavailable},
       {"driver killed", "kill -9 $$", Code::unavailable},
+      // A toolchain with a part missing: no source compiles, so none is the spec's error.
+      {"gcc, cc1plus missing",
+       "echo \"c++: fatal error: cannot execute 'cc1plus': execvp: No such file or directory\" >&2; exit 1",
+       Code::unavailable},
+      {"gcc, assembler missing (UTF-8 quotes)",
+       "printf 'c++: fatal error: cannot execute \\342\\200\\230as\\342\\200\\231: execvp: No such file\\n' >&2; exit 1",
+       Code::unavailable},
+      {"collect2, linker missing", "echo \"collect2: fatal error: cannot find 'ld'\" >&2; exit 1",
+       Code::unavailable},
       {"source rejected", "echo \"unit.cu:1:1: error: 'x' was not declared in this scope\" >&2; exit 1",
        Code::compile_error},
   };

@@ -35,6 +35,17 @@ bool compiler_died(const ProcessOutput& ran) {
   return false;
 }
 
+// Whether the driver could not start a program of its toolchain: GCC's "cannot execute 'cc1plus'"
+// or "'as'", collect2's "cannot find 'ld'" (Clang's "unable to execute command" is above). No
+// source would compile, so this is not the spec's compile error either. The quotes around the
+// name depend on the locale, so the phrases stop before them.
+bool toolchain_incomplete(int exit_code, const std::string& output) {
+  if (exit_code == 0) return false;
+  for (std::string_view sign : {"fatal error: cannot execute ", "fatal error: cannot find "})
+    if (output.find(sign) != std::string::npos) return true;
+  return false;
+}
+
 // Where the template root sits inside the compile directory. The compiler runs in that
 // directory, so `-I` names this relative path and the key can hold the very same flag.
 constexpr const char* kTemplateDir = "templates";
@@ -237,6 +248,11 @@ Result<CompiledKernel> HostCompiler::compile(const codegen::GeneratedKernel& ker
                  options_.cxx, kernel.source_name,
                  ran->exit_code < 0 ? fmt::format("signal {}", -ran->exit_code) : "a program it ran was killed",
                  out.log);
+  if (toolchain_incomplete(ran->exit_code, out.log))
+    return error(Code::unavailable,
+                 "host compiler '{}' (MOEJIT_HOST_CXX) could not run a program of its toolchain compiling {} "
+                 "(is part of it not installed?); no kernel compiles until it is:\n{}",
+                 options_.cxx, kernel.source_name, out.log);
   if (ran->exit_code != 0) {
     auto dumped = dump_sources(kernel, templates);
     return error(Code::compile_error,
