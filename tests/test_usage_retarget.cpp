@@ -204,3 +204,81 @@ TEST_CASE("usage records planned for an SM count no profile has (--sms) as well 
   }
   CHECK(slice_only > 0);
 }
+
+TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, planned again exactly without a call") {
+  // A tile of more than 32 rows never splits K and has one candidate per target, so every call
+  // that picks it picks the same kernel anywhere: its first call stands for the rest. A prefill
+  // server sees a new M with nearly every batch; its manifest must not grow with each.
+  constexpr std::int32_t kPrefill[] = {2048, 3000, 4096, 6000, 8192};
+  TempDir dir;
+  const std::string path = dir / "usage.jsonl";
+  std::size_t prefill_calls = 0, decode_calls = 0;
+  SpecSet prefill_specs;
+  std::unordered_set<dispatch::UsageRecord, dispatch::UsageRecordHash> decode_records;
+  std::vector<dispatch::FusedMoeRequest> prefill_requests;
+  std::vector<dispatch::UsageRecord> stripped;  // the prefill GEMMs as an older moejit wrote them
+  {
+    dispatch::SpecObserver observer(path, false);
+    for (const LayerShape& m : kShapes)
+      for (std::int32_t t : {1, 2, 3, 2048, 3000, 4096, 6000, 8192}) {
+        const dispatch::FusedMoeRequest request = layer_request(m, t);
+        for (const dispatch::UsageRecord& rec : recorded(request, Arch::sm_90a, 132)) {
+          observer.used(rec.spec, dispatch::Decision{"fused_moe", t, 0, rec.gemm});
+          if (!rec.gemm) continue;
+          if (rec.spec.bm > dispatch::kMaxSplitRows) {
+            ++prefill_calls;
+            prefill_specs.insert(rec.spec);
+            stripped.push_back({rec.spec, std::nullopt});
+          } else {
+            ++decode_calls;
+            decode_records.insert(rec);
+          }
+        }
+        if (t >= kPrefill[0]) prefill_requests.push_back(request);
+      }
+  }
+  // Every batch size here picks a prefill tile, and several share one: the case is not vacuous.
+  REQUIRE(prefill_calls == std::size(kShapes) * std::size(kPrefill) * 2);
+  REQUIRE(prefill_specs.size() < prefill_calls);
+  auto written = dispatch::read_usage_manifest(path);
+  REQUIRE_MESSAGE(written.ok(), written.status().message());
+  std::size_t prefill_lines = 0, decode_lines = 0;
+  for (const dispatch::UsageRecord& rec : *written) {
+    if (rec.spec.op != Op::grouped_gemm) continue;
+    REQUIRE(rec.gemm.has_value());
+    if (rec.spec.bm > dispatch::kMaxSplitRows) ++prefill_lines;
+    else ++decode_lines;
+  }
+  CHECK(prefill_lines == prefill_specs.size());
+  CHECK(decode_lines == decode_records.size());  // decode tiles: a line per call
+  CHECK(decode_lines == decode_calls);
+
+  // A restarted server at a batch size it has not seen adds nothing for a prefill tile it has.
+  const std::string before = slurp(path);
+  {
+    dispatch::SpecObserver observer(path, false);
+    for (const LayerShape& m : kShapes)
+      for (const dispatch::UsageRecord& rec : recorded(layer_request(m, 5000), Arch::sm_90a, 132))
+        if (rec.gemm && prefill_specs.count(rec.spec) != 0)
+          observer.used(rec.spec, dispatch::Decision{"fused_moe", 5000, 0, rec.gemm});
+  }
+  CHECK(slurp(path) == before);
+
+  // Re-targeted from the manifest, or from records without calls (an older moejit's lines), the
+  // prefill GEMMs are exactly what each target picks, with no warning.
+  for (Arch target : {Arch::sm_121a, Arch::sm_100a, Arch::sm_80}) {
+    CAPTURE(to_string(target));
+    SpecSet want_gemms;
+    for (const KernelSpec& s : picked_on(prefill_requests, target, sm_counts_for(target)))
+      if (s.op == Op::grouped_gemm) want_gemms.insert(s);
+    for (const auto& records : {stripped, *written}) {
+      std::vector<dispatch::UsageRecord> prefill;
+      for (const dispatch::UsageRecord& rec : records)
+        if (rec.spec.op == Op::grouped_gemm && rec.spec.bm > dispatch::kMaxSplitRows) prefill.push_back(rec);
+      auto moved = dispatch::retarget_usage(prefill, target, std::nullopt);
+      REQUIRE_MESSAGE(moved.ok(), moved.status().message());
+      CHECK(moved->gemms_without_call == 0);
+      CHECK(SpecSet(moved->specs.begin(), moved->specs.end()) == want_gemms);
+    }
+  }
+}

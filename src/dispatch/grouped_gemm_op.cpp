@@ -113,6 +113,16 @@ GemmCall gemm_call(const GroupedGemmRequest& r) {
           r.params.weights_before_dependency};
 }
 
+std::optional<GemmCall> stand_in_call(const KernelSpec& recorded) {
+  if (recorded.op != Op::grouped_gemm || plan_depends_on_call(recorded.bm)) return std::nullopt;
+  // bm rows per expert: every layout's tile rows come out as the recorded ones (the indexed
+  // layout keeps them anyway).
+  GemmCall call;
+  call.m = recorded.bm;
+  call.rows_per_expert_hint = recorded.bm;
+  return call;
+}
+
 Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmCall& call, Arch arch, Backend backend,
                                          std::uint32_t sms) {
   if (recorded.op != Op::grouped_gemm)

@@ -3,6 +3,7 @@
 // kernel spec with a tile picked for the problem, and a launch on the context's backend.
 
 #include <cstdint>
+#include <optional>
 
 #include "dispatch/op_context.hpp"
 #include "dispatch/tile_configs.hpp"
@@ -58,6 +59,11 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& request, Arch arc
 // The request's inputs to its tile choice that its spec does not hold (usage manifests record
 // them with the spec).
 GemmCall gemm_call(const GroupedGemmRequest& request);
+
+// A call that stands for every call of the grouped GEMM `recorded` when its tile does not depend
+// on the call (tiles that never split K, plan_depends_on_call): grouped_gemm_spec_for gives every
+// such call the same spec on any target. None for other specs.
+std::optional<GemmCall> stand_in_call(const KernelSpec& recorded);
 
 // What a grouped GEMM recorded as `recorded` (a spec some target's heuristic picked for `call`)
 // runs with on `arch` / `backend` with `sms` multiprocessors: the same problem, with the tile and

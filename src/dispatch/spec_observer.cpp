@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "dispatch/grouped_gemm_op.hpp"
 #include "spec/spec_fields.hpp"
 #include "spec/spec_json.hpp"
 #include "support/fs.hpp"
@@ -119,30 +120,42 @@ std::string usage_record_json(const UsageRecord& r) {
       spec, c.m, c.rows_per_expert_hint, c.topk_hint, c.global_experts_hint, c.weights_before_dependency);
 }
 
+namespace {
+// What a use is remembered by: the record, except that the calls of a grouped GEMM whose tile does
+// not depend on the call (prefill tiles) are all one, so that its first call stands for the rest
+// (a prefill server would otherwise add a line per distinct M).
+UsageRecord remembered_as(const UsageRecord& r) {
+  if (!r.gemm) return r;
+  auto stand_in = stand_in_call(r.spec);
+  return stand_in ? UsageRecord{r.spec, stand_in} : r;
+}
+}  // namespace
+
 SpecObserver::SpecObserver(std::string manifest, bool print) : manifest_(std::move(manifest)), print_(print) {
   if (manifest_.empty()) return;
   // What earlier runs recorded; unreadable or absent, everything used is appended.
   if (auto text = read_file(manifest_); text.ok()) {
     std::vector<BadLine> bad;
-    for (const UsageRecord& r : manifest_records(*text, bad)) recorded_.insert(r);
+    for (const UsageRecord& r : manifest_records(*text, bad)) recorded_.insert(remembered_as(r));
   }
 }
 
 void SpecObserver::used(const KernelSpec& spec, const Decision& why) {
   const UsageRecord record{spec, why.gemm};
+  const UsageRecord key = remembered_as(record);
   {
     std::shared_lock lock(mutex_);
-    if (seen_.count(record) != 0) return;
+    if (seen_.count(key) != 0) return;
   }
   std::unique_lock lock(mutex_);
-  if (!seen_.insert(record).second) return;
+  if (!seen_.insert(key).second) return;
   const std::string json = usage_record_json(record);
   // Asked for by name (MOEJIT_PRINT_CONFIGS=1): shown whatever MOEJIT_LOG_LEVEL says, and tagged
   // info, since a decision is not a problem.
   if (print_)
     log_message(LogLevel::info,
                 fmt::format("config: {} <- {} m={} rows/expert={}", json, why.op, why.rows, why.rows_per_expert));
-  if (manifest_.empty() || !recorded_.insert(record).second) return;
+  if (manifest_.empty() || !recorded_.insert(key).second) return;
   // O_APPEND keeps whole lines from several processes apart.
   UniqueFd fd(::open(manifest_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   Status s = fd.valid() ? write_all(fd.get(), json + "\n", manifest_)

@@ -55,7 +55,8 @@ class SpecObserver {
  public:
   // `manifest`: file to append used specs to ("" for none); records it already lists (from
   // earlier runs) are not appended again, so it does not grow with every restart: a grouped GEMM
-  // adds a line per spec and problem size (M) it was called with. `print`: log each first use.
+  // adds a line per spec and problem size (M) it was called with where its tile depends on M
+  // (decode tiles), a line per spec otherwise (stand_in_call). `print`: log each first use.
   SpecObserver(std::string manifest, bool print);
 
   void used(const KernelSpec& spec, const Decision& why);
@@ -66,6 +67,7 @@ class SpecObserver {
   std::string manifest_;
   bool print_;
   std::shared_mutex mutex_;
+  // Both hold records as remembered_as (spec_observer.cpp) keys them.
   std::unordered_set<UsageRecord, UsageRecordHash> seen_;      // used by this context
   std::unordered_set<UsageRecord, UsageRecordHash> recorded_;  // in the manifest
 };

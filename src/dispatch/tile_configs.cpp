@@ -32,6 +32,11 @@ constexpr std::array<RowsShape, 4> kRowsShapes = {{
     {128, 8, {128, 0}, {64, 0}},
 }};
 
+// plan_depends_on_call's promise: a shape that never splits has a single candidate tile.
+static_assert(std::ranges::all_of(kRowsShapes, [](const RowsShape& r) {
+  return plan_depends_on_call(r.bm) || r.bns[1] == 0;
+}));
+
 const RowsShape& rows_shape(std::uint16_t bm) {
   for (const auto& r : kRowsShapes)
     if (r.bm == bm) return r;
@@ -172,7 +177,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
     // Only decode tiles split K: prefill tiles have rows enough to fill the GPU, and the
     // split-K workspace of the fused layer is sized for decode (fused_moe_op.cpp).
-    const std::uint32_t max_split = shape.bm <= kMaxSplitRows ? std::min<std::uint32_t>(k_stages, 64) : 1;
+    const std::uint32_t max_split = plan_depends_on_call(shape.bm) ? std::min<std::uint32_t>(k_stages, 64) : 1;
     for (std::uint32_t split = 1; split <= max_split; ++split) {
       const std::uint32_t per_split = (k_stages + split - 1) / split;
       if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty

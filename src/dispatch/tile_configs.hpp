@@ -49,6 +49,10 @@ struct GemmPlan {
 // The tile and split for `work` with tile rows `bm` on a device of `sms` multiprocessors. Only
 // tiles of at most kMaxSplitRows rows split K.
 inline constexpr std::uint16_t kMaxSplitRows = 32;
+// Whether plan_gemm's answer for tile rows `bm` depends on the work's M and routing (and the SM
+// count): only tiles that may split K weigh candidates by the time model; a larger tile follows
+// from its rows, K, the formats and the target alone.
+constexpr bool plan_depends_on_call(std::uint16_t bm) { return bm <= kMaxSplitRows; }
 GemmPlan plan_gemm(const GemmWork& work, std::uint16_t bm, Arch arch, std::uint32_t sms);
 
 // The tiles plan_gemm may return for a GEMM of k `k` and weight format `weight` on `arch`

@@ -22,7 +22,8 @@ Result<KernelSpec> plan_on(const UsageRecord& record, Arch arch, Backend backend
   s.backend = backend;
   switch (s.op) {
     case Op::grouped_gemm:
-      if (record.gemm) return grouped_gemm_spec_for(record.spec, *record.gemm, arch, backend, sms);
+      if (auto call = record.gemm ? record.gemm : stand_in_call(record.spec))
+        return grouped_gemm_spec_for(record.spec, *call, arch, backend, sms);
       ++gemms_without_call;
       return s;
     case Op::moe_align:

@@ -16,8 +16,9 @@ namespace moejit::dispatch {
 
 struct RetargetedUsage {
   std::vector<KernelSpec> specs;  // in record order, without repeats
-  // Grouped GEMMs recorded without their call (manifests of older versions): kept with their
-  // recorded tile, which the target's heuristic may not pick.
+  // Grouped GEMMs with decode tiles recorded without their call (manifests of older versions):
+  // kept with their recorded tile, which the target's heuristic may not pick. (Prefill tiles do
+  // not need the call: stand_in_call.)
   std::size_t gemms_without_call = 0;
 };
 
