@@ -131,9 +131,12 @@ MOEJIT_DEVICE void block_scale_mma_host(twin::BlockScaleKind kind, twin::BlockSc
 
 #endif
 
-// The native instructions exist on sm_120a and sm_121a only (__CUDA_ARCH_SPECIFIC__ 1200 / 1210);
-// other device targets trap, and kernels take these paths only for those two.
-#if defined(__CUDA_ARCH_SPECIFIC__) && (__CUDA_ARCH_SPECIFIC__ == 1200 || __CUDA_ARCH_SPECIFIC__ == 1210)
+// The native instructions exist on sm_120a and sm_121a only; other device targets trap, and
+// kernels take these paths only for those two (and say so at compile time: GemmShape). CUDA 12.9
+// and later name the target in __CUDA_ARCH_SPECIFIC__ (1200 / 1210); 12.8, which compiles
+// sm_120a too, defines only __CUDA_ARCH_FEAT_SM120_ALL (13.0 defines both).
+#if (defined(__CUDA_ARCH_SPECIFIC__) && (__CUDA_ARCH_SPECIFIC__ == 1200 || __CUDA_ARCH_SPECIFIC__ == 1210)) || \
+    defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
 #define MOEJIT_HAS_BLOCK_SCALE_MMA 1
 #else
 #define MOEJIT_HAS_BLOCK_SCALE_MMA 0

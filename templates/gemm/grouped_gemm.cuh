@@ -105,6 +105,10 @@ struct GemmShape {
 
   static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits));
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
+#if MOEJIT_TARGET_DEVICE
+  // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.
+  static_assert(!kBlockScaleMma || MOEJIT_HAS_BLOCK_SCALE_MMA, "block-scaled mma: sm_120a / sm_121a only");
+#endif
   static_assert(kWarps % kWarpsM == 0 && BM % kWarpsM == 0 && BN % kWarpsN == 0);
   static_assert(WM % 16 == 0 && WN % 32 == 0, "warp tiles are whole m16 rows and n32 packed strips");
   static_assert(BK % 32 == 0 && N % 32 == 0 && K % BK == 0, "stages are whole 32-k tiles and divide K");
@@ -690,12 +694,13 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
 
   // ---- Pipeline: kStages - 1 stages in flight ahead of the one being computed ----
   // With the dependency pending, the prologue's weights go first (into the first commit group,
-  // which stage 0 waits for anyway) and the activations after the wait.
-  if (dependency_pending) {
+  // which stage 0 waits for anyway) and the activations after the wait. The wait is on every
+  // path (where the kernel waited at its start, a second one returns at once), so that every
+  // path visibly waits (tests/test_pdl_paths.cpp reads that off the PTX).
+  if (dependency_pending)
     for (u32 s = 0; s + 1 < S::kStages; ++s)
       if (s < stages) load_weights(s, s);
-    grid_dependency_wait();
-  }
+  grid_dependency_wait();
   for (u32 s = 0; s + 1 < S::kStages; ++s) {
     if (s < stages) {
       load_activations(s, s);
@@ -758,10 +763,13 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     };
     float* own = slots + static_cast<u64>(block_z()) * BM * BN;
     for_each_sum([&](float& v, u32 r, u32 c) { own[r * BN + c] = v; });
-    fence_gpu();  // this thread's slot is visible before the block counts itself in
     block_sync();  // every thread's slot is written (and the pipeline's shared memory is free)
     u32* last = reinterpret_cast<u32*>(smem);
     if (tid == 0) {
+      // Release: the slots the barrier ordered before this thread are visible at GPU scope
+      // before the block counts itself in (fence then atomic in one thread: the PTX memory
+      // model's release pattern; a fence in each writer before the barrier is not one).
+      fence_gpu();
       *last = global_atomic_add(counter, 1) + 1 == Spec::split_k ? 1u : 0u;
       fence_gpu();  // acquire: the other splits' slots, counted in before this, are visible
     }
@@ -845,10 +853,13 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
 
   // Launched with programmatic dependent launch: the routing, the activations, the counts and
   // the split-K workspace come from (or are still used by) the kernels ahead of it. Every
-  // block waits before anything else, early exits included; except where the routing was
-  // complete before the kernel ahead began (weights_before_dependency): then the routing is
-  // read at once, at GPU scope (no stale L1 line), the weights are requested, and run_tile
-  // waits before the activations. A block that exits early has read nothing still being written.
+  // block waits before anything else; except where the routing was complete before this kernel
+  // could start (weights_before_dependency): then the routing is read at once, at GPU scope (no
+  // stale L1 line), the weights are requested, and run_tile waits before the activations. A
+  // block that leaves early waits on its way out all the same: a grid that completes without
+  // waiting would let the kernels after it run beside the ones before it (a rank with no local
+  // pairs leaves from every block while the quantization ahead still writes). Where the block
+  // has waited already, a second wait returns at once.
   const bool dependency_pending = Spec::layout == kernel_enum::indexed && p.weights_before_dependency != 0;
   if (!dependency_pending) grid_dependency_wait();
   auto routing = [&](const i32* q) -> i32 {
@@ -878,10 +889,16 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   if constexpr (Spec::layout == kernel_enum::indexed) {
     const u32 tile = row_tile;
     const i64 post_pad = routing(p.num_tokens_post_pad);
-    if (static_cast<i64>(tile) * BM >= post_pad) return;
+    if (static_cast<i64>(tile) * BM >= post_pad) {
+      grid_dependency_wait();
+      return;
+    }
     work.expert = routing(p.expert_ids + tile);
     // -1: a padding block; past the weights: routing that was not aligned for these experts.
-    if (work.expert < 0 || work.expert >= static_cast<i32>(Spec::experts)) return;
+    if (work.expert < 0 || work.expert >= static_cast<i32>(Spec::experts)) {
+      grid_dependency_wait();
+      return;
+    }
     for (u32 r = tid; r < BM; r += S::kThreads) {
       // Only the count's entries are read: a count that is no multiple of the block rows (not
       // what an align writes) leaves the last block's tail as padding, not a read past the ids.

@@ -299,11 +299,15 @@ struct GroupedGemmParams {
   u32* tile_counters;
 
   // indexed layout, 1: the routing (sorted_token_ids, expert_ids, num_tokens_post_pad), the
-  // split-K counters and the weights were all complete before the kernel ahead of this one in
-  // the stream began (the fused layer's down projection: the align ran two launches earlier).
-  // Under programmatic dependent launch the kernel then reads its routing and requests its
-  // first stages of weights before waiting for that kernel, whose tail hides their latency;
-  // only the activations wait. 0: everything waits.
+  // split-K counters and the weights are all complete before this kernel can start (the fused
+  // layer's down projection): the kernel ahead of it (the gate/up GEMM, or the quantization of
+  // its output) lets it be scheduled only once each of its blocks has passed its own
+  // grid_dependency_wait, which orders it after the align. (Not before the kernel ahead began:
+  // the align lets the gate/up GEMM start at once.) Under programmatic dependent launch the
+  // kernel then reads its routing and requests its first stages of weights before waiting for
+  // that kernel, whose tail hides their latency; only the activations wait, and a block with
+  // no work waits before it leaves. Every kernel of the layer must trigger its dependents only
+  // after its own wait, or this breaks. 0: everything waits.
   u32 weights_before_dependency;
 };
 
