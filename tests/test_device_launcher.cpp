@@ -569,6 +569,14 @@ TEST_CASE("driver failures name the call, the driver's error and the kernel") {
   CHECK(contains(s.message(), "cuLaunchKernelEx: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (too many resources"));
   CHECK(contains(s.message(), "moe_align"));
   CHECK(contains(s.message(), "grid (3, 2, 1), block (128, 1, 1)"));
+  CHECK_FALSE(contains(s.message(), "earlier launch"));  // this launch's own failure
+
+  // A kernel fault surfaces at the next call on the context, whoever launched the kernel.
+  fake.state.launch_result = CUDA_ERROR_ILLEGAL_ADDRESS;
+  const Status fault = l->launch(k, dims_of(k), &params, sizeof params, nullptr);
+  CHECK(contains(fault.message(), "cuLaunchKernelEx: "));
+  CHECK(contains(fault.message(), "an earlier launch (of moejit or of the engine) may have caused it"));
+  fake.state.launch_result = CUDA_SUCCESS;
 
   ResolvedKernel missing = fake_kernel(4096, 4);
   missing.meta.kernel_name = "no_such_kernel";
@@ -699,6 +707,24 @@ TEST_CASE("a first launch inside a stream capture is refused and prepare() loads
   REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, fake_stream()).ok());
   CHECK(fake.state.capture_queries == queries);  // a loaded kernel asks nothing of the stream
   CHECK(fake.state.launches_ex == 1);
+  set_current(nullptr);
+}
+
+TEST_CASE("capturing() says whether the stream is being captured, as the driver reports it") {
+  Fake fake;
+  auto l = fake.launcher();
+  set_current(handle(g_primary));
+  for (CUstreamCaptureStatus status :
+       {CU_STREAM_CAPTURE_STATUS_NONE, CU_STREAM_CAPTURE_STATUS_ACTIVE, CU_STREAM_CAPTURE_STATUS_INVALIDATED}) {
+    CAPTURE(static_cast<int>(status));
+    fake.state.capture = status;
+    auto capturing = l->capturing(fake_stream());
+    REQUIRE_MESSAGE(capturing.ok(), capturing.status().message());
+    // An invalidated capture is still one: the stream stays in capture mode until it ends.
+    CHECK(*capturing == (status != CU_STREAM_CAPTURE_STATUS_NONE));
+  }
+  CHECK(fake.state.syncs == 0);
+  fake.state.capture = CU_STREAM_CAPTURE_STATUS_NONE;
   set_current(nullptr);
 }
 

@@ -2,6 +2,10 @@
 // activations, expert parallelism, batch sizes that cross tile choices.
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <random>
 
 #include "dispatch/spec_observer.hpp"
 #include "fused_case.hpp"
@@ -380,4 +384,92 @@ TEST_CASE("the planner counts what f16 activations cost MXFP4 and plans them apa
       }
   MESSAGE("plans that differ between bf16 and f16: " << differ << " of " << 2 * 4 * 64);
   CHECK(differ > 0);
+}
+
+namespace {
+
+// A device-backend stand-in for the routing check: host memory plays device memory; it counts
+// the transfers and synchronizations the check makes, and says whether the stream is captured.
+class RoutingCheckLauncher final : public Launcher {
+ public:
+  bool capture = false;
+  int copies = 0, syncs = 0;
+  Backend backend() const override { return Backend::device; }
+  Arch arch() const override { return Arch::sm_90a; }
+  std::uint32_t sm_count() const override { return 132; }
+  Status launch(const ResolvedKernel&, const LaunchDims&, const void*, std::size_t, void*) override {
+    return error(Code::internal, "the routing check launches nothing");
+  }
+  Status copy_to_backend(void* dst, const void* src, std::size_t bytes, void*) override {
+    std::memcpy(dst, src, bytes);
+    return {};
+  }
+  Status copy_from_backend(void* dst, const void* src, std::size_t bytes, void*) override {
+    ++copies;
+    std::memcpy(dst, src, bytes);
+    return {};
+  }
+  Status fill(void* dst, std::uint8_t value, std::size_t bytes, void*) override {
+    std::memset(dst, value, bytes);
+    return {};
+  }
+  Status synchronize(void*) override {
+    ++syncs;
+    return {};
+  }
+  Result<bool> capturing(void*) override { return capture; }
+  Status prepare(const ResolvedKernel&, std::uint32_t) override { return {}; }
+};
+
+}  // namespace
+
+TEST_CASE("MOEJIT_CHECK_INPUTS: the device backend checks the routing, except in a graph capture, which it would end") {
+  std::mt19937 rng(std::random_device{}());
+  // 5 tokens x top-3 over 16 global experts, 4 of them on this rank (globals 12, 3, 7, 9).
+  std::vector<std::int32_t> ids(15), map(16, -1);
+  for (auto& id : ids) id = static_cast<std::int32_t>(rng() % 16);
+  map[12] = 0, map[3] = 1, map[7] = 2, map[9] = 3;
+  dispatch::FusedMoeRequest r;
+  r.tokens = 5;
+  r.topk = 3;
+  r.global_experts = 16;
+  r.w13.experts = 4;
+  r.topk_ids = ids.data();
+  r.expert_map = map.data();
+  const int bad_pair = static_cast<int>(rng() % ids.size());
+  void* const stream = &r;  // any handle: the stand-in only passes it on
+
+  RoutingCheckLauncher device;
+  // Valid routing: checked, at the cost of two copies and a synchronization.
+  REQUIRE(dispatch::check_routing_inputs(device, r, stream, true).ok());
+  CHECK(device.copies == 2);
+  CHECK(device.syncs == 1);
+
+  // An id past the experts, then a map entry past the local experts: each named.
+  ids[bad_pair] = 16;
+  Status s = dispatch::check_routing_inputs(device, r, stream, true);
+  CHECK(s.code() == Code::invalid_argument);
+  CHECK(contains(s.message(), fmt::format("topk_ids[{}]", bad_pair)));
+  ids[bad_pair] = 3;
+  map[5] = 4;
+  s = dispatch::check_routing_inputs(device, r, stream, true);
+  CHECK(s.code() == Code::invalid_argument);
+  CHECK(contains(s.message(), "'expert_map[5]' = 4"));
+
+  // Not asked for: nothing read, nothing waited for.
+  device.copies = device.syncs = 0;
+  CHECK(dispatch::check_routing_inputs(device, r, stream, false).ok());
+  CHECK(device.copies + device.syncs == 0);
+
+  // In a capture: skipped with a warning, and the capture is not touched (no copy, no sync).
+  device.capture = true;
+  LogCapture logs;
+  CHECK(dispatch::check_routing_inputs(device, r, stream, true).ok());
+  CHECK(device.copies + device.syncs == 0);
+  CHECK(logs.count_containing("being captured into a CUDA graph") == 1);
+
+  // The host backend reads the routing where it is, always.
+  HostLauncher host;
+  s = dispatch::check_routing_inputs(host, r, nullptr, false);
+  CHECK(contains(s.message(), "'expert_map[5]' = 4"));
 }

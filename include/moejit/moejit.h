@@ -17,7 +17,8 @@
  *    and ignored on the host backend, which runs synchronously.
  *  - Launch calls (moejit_grouped_gemm, moejit_fused_moe) neither allocate device memory nor
  *    synchronize the host once their kernels are loaded, so an engine may capture them in a
- *    CUDA graph; workspaces come from the caller.
+ *    CUDA graph; workspaces come from the caller. Calls that run at the same time on different
+ *    streams each need a workspace of their own.
  *  - A context may be used from several threads at once.
  */
 #ifndef MOEJIT_MOEJIT_H
@@ -117,7 +118,9 @@ typedef struct moejit_context_options {
   moejit_backend_t backend;          /* default AUTO */
   int32_t device_ordinal;            /* device backend: the CUDA device (default 0). The context
                                         current on the calling thread is used if it belongs to
-                                        it, else the device's primary context. */
+                                        it, else the device's primary context; a stream passed
+                                        to a call must belong to that context (the launch fails
+                                        otherwise). */
   const char* cache_dir;             /* writable store root; NULL: $MOEJIT_CACHE_DIR or default */
   const char* const* read_only_dirs; /* store roots searched first (shipped bundles); may be NULL */
   uint32_t read_only_dir_count;
@@ -265,7 +268,9 @@ moejit_status_t moejit_packed_weights_size(moejit_context_t context, const moeji
 
 /* Packs `source` into the caller's buffers in `packed` (qweight, scales, zeros, bias set to
    buffers of the sizes above, in the context backend's memory). Packing happens on the host;
-   device-resident sources and destinations are copied through host memory. Returns when done. */
+   device-resident sources and destinations are copied through host memory. Returns when done:
+   it synchronizes `stream`, so it must not overlap a CUDA graph capture on the same device
+   (pack when the model loads, before capturing). */
 moejit_status_t moejit_pack_weights(moejit_context_t context, const moejit_weights_desc_t* source,
                                     moejit_packed_weights_t* packed, void* stream);
 

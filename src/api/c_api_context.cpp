@@ -55,6 +55,7 @@ Result<std::unique_ptr<moejit_context_s>> make_context(const moejit_context_opti
   MOEJIT_ASSIGN_OR_RETURN(ctx->resolver, KernelResolver::create(std::move(ro)));
 
   MOEJIT_ASSIGN_OR_RETURN(bool print, env_bool("MOEJIT_PRINT_CONFIGS", false));
+  MOEJIT_ASSIGN_OR_RETURN(ctx->check_inputs_on_device, env_bool("MOEJIT_CHECK_INPUTS", false));
   ctx->observer = std::make_unique<dispatch::SpecObserver>(o.usage_manifest ? o.usage_manifest : "", print);
 
   Arch host_arch = Arch::sm_90a;

@@ -18,8 +18,11 @@ struct moejit_context_s {
   moejit::Status launcher_error;              // why `launcher` is null
   std::unique_ptr<moejit::dispatch::SpecObserver> observer;
   std::atomic<std::uint64_t> launches{0};
+  bool check_inputs_on_device = false;  // MOEJIT_CHECK_INPUTS, read when the context is made
 
   // The launcher, or the reason there is none (a Status naming what is missing).
   moejit::Result<moejit::Launcher*> require_launcher();
-  moejit::dispatch::OpContext op_context(moejit::Launcher& on) { return {*resolver, on, *observer, launches}; }
+  moejit::dispatch::OpContext op_context(moejit::Launcher& on) {
+    return {*resolver, on, *observer, launches, check_inputs_on_device};
+  }
 };

@@ -25,6 +25,7 @@
 #include "runtime/device_launcher.hpp"
 #include "host/host_launcher.hpp"
 #include "spec/spec_fields.hpp"
+#include "support/env.hpp"
 
 namespace moejit::cli {
 namespace {
@@ -240,7 +241,8 @@ Status run_demo(const GlobalOptions& g, const DemoArgs& a, Json& doc) {
   MOEJIT_ASSIGN_OR_RETURN(auto resolver, KernelResolver::create(std::move(ro)));
   dispatch::SpecObserver observer(a.usage_manifest, false);
   std::atomic<std::uint64_t> launches{0};
-  dispatch::OpContext ops{*resolver, *run_on, observer, launches};
+  MOEJIT_ASSIGN_OR_RETURN(const bool check_inputs, env_bool("MOEJIT_CHECK_INPUTS", false));
+  dispatch::OpContext ops{*resolver, *run_on, observer, launches, check_inputs};
   Memory memory(*run_on, device.get());
 
   std::mt19937 rng(std::random_device{}());

@@ -14,7 +14,7 @@
 #include "spec/act_scale_rule.hpp"
 #include "spec/arch.hpp"
 #include "spec/spec_fields.hpp"
-#include "support/env.hpp"
+#include "support/log.hpp"
 
 namespace moejit::dispatch {
 namespace {
@@ -275,41 +275,6 @@ Status check_data(const FusedMoeRequest& r) {
   return {};
 }
 
-// Expert ids outside [0, experts) would be dropped by the align kernel without a word, and a map
-// entry outside [0, local) or below -1 would send pairs to weights that do not exist (or drop
-// them); where the routing can be read without a device synchronization (the host backend), or
-// when asked to (MOEJIT_CHECK_INPUTS=1, which synchronizes the stream), they are an error instead.
-Status check_routing_inputs(Launcher& launcher, const FusedMoeRequest& r, void* stream) {
-  static const bool forced = env_bool("MOEJIT_CHECK_INPUTS", false).ok() && *env_bool("MOEJIT_CHECK_INPUTS", false);
-  const std::size_t count = static_cast<std::size_t>(r.tokens) * r.topk;
-  const std::uint32_t experts = global_experts(r);
-  const std::int32_t* ids = r.topk_ids;
-  const std::int32_t* map = r.expert_map;
-  std::vector<std::int32_t> ids_copy, map_copy;
-  if (launcher.backend() != Backend::host) {
-    if (!forced) return {};
-    ids_copy.resize(count);
-    MOEJIT_TRY(launcher.copy_from_backend(ids_copy.data(), r.topk_ids, count * sizeof(std::int32_t), stream));
-    ids = ids_copy.data();
-    if (map != nullptr) {
-      map_copy.resize(experts);
-      MOEJIT_TRY(launcher.copy_from_backend(map_copy.data(), r.expert_map, experts * sizeof(std::int32_t), stream));
-      map = map_copy.data();
-    }
-    MOEJIT_TRY(launcher.synchronize(stream));
-  }
-  for (std::size_t i = 0; i < count; ++i)
-    if (ids[i] < 0 || static_cast<std::uint32_t>(ids[i]) >= experts)
-      return error(Code::invalid_argument, "argument 'topk_ids[{}]' (token {}, k {}) = {}: expected an expert id in [0, {})",
-                   i, i / r.topk, i % r.topk, ids[i], experts);
-  if (map != nullptr)
-    for (std::uint32_t e = 0; e < experts; ++e)
-      if (map[e] < -1 || map[e] >= static_cast<std::int32_t>(r.w13.experts))
-        return error(Code::invalid_argument,
-                     "argument 'expert_map[{}]' = {}: expected a local expert in [0, {}) or -1 (not on this rank)", e,
-                     map[e], r.w13.experts);
-  return {};
-}
 
 // Where the routing align and the quantizations write and the GEMMs read; null for spec
 // enumeration.
@@ -461,6 +426,46 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
   return workspace_layout(r).split + split;
 }
 
+Status check_routing_inputs(Launcher& launcher, const FusedMoeRequest& r, void* stream, bool on_device) {
+  const std::size_t count = static_cast<std::size_t>(r.tokens) * r.topk;
+  const std::uint32_t experts = global_experts(r);
+  const std::int32_t* ids = r.topk_ids;
+  const std::int32_t* map = r.expert_map;
+  std::vector<std::int32_t> ids_copy, map_copy;
+  if (launcher.backend() != Backend::host) {
+    if (!on_device) return {};
+    MOEJIT_ASSIGN_OR_RETURN(const bool capturing, launcher.capturing(stream));
+    if (capturing) {
+      log(LogLevel::warn,
+          "MOEJIT_CHECK_INPUTS: stream {} is being captured into a CUDA graph, so this fused call's topk_ids and "
+          "expert_map are not checked (copying them to the host would end the capture); they are checked on "
+          "calls outside a capture",
+          stream);
+      return {};
+    }
+    ids_copy.resize(count);
+    MOEJIT_TRY(launcher.copy_from_backend(ids_copy.data(), r.topk_ids, count * sizeof(std::int32_t), stream));
+    ids = ids_copy.data();
+    if (map != nullptr) {
+      map_copy.resize(experts);
+      MOEJIT_TRY(launcher.copy_from_backend(map_copy.data(), r.expert_map, experts * sizeof(std::int32_t), stream));
+      map = map_copy.data();
+    }
+    MOEJIT_TRY(launcher.synchronize(stream));
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    if (ids[i] < 0 || static_cast<std::uint32_t>(ids[i]) >= experts)
+      return error(Code::invalid_argument, "argument 'topk_ids[{}]' (token {}, k {}) = {}: expected an expert id in [0, {})",
+                   i, i / r.topk, i % r.topk, ids[i], experts);
+  if (map != nullptr)
+    for (std::uint32_t e = 0; e < experts; ++e)
+      if (map[e] < -1 || map[e] >= static_cast<std::int32_t>(r.w13.experts))
+        return error(Code::invalid_argument,
+                     "argument 'expert_map[{}]' = {}: expected a local expert in [0, {}) or -1 (not on this rank)", e,
+                     map[e], r.w13.experts);
+  return {};
+}
+
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   // The shapes first: a call whose layer is wrong is told so before anything about its data.
   MOEJIT_TRY(check_shapes(r));
@@ -472,7 +477,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   MOEJIT_TRY(check_data(r));
   MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs,
                           specs_of_checked(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
-  MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream));
+  MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream, ctx.check_inputs_on_device));
   const i32 numel = r.tokens * static_cast<i32>(r.topk);
   const WorkspaceLayout l = workspace_layout(r);
   const SplitRegion split = split_region(specs.up, specs.down, numel);

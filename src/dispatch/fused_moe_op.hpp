@@ -56,6 +56,14 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch a
 
 Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& request, void* stream);
 
+// Expert ids outside [0, experts) would be dropped by the align kernel without a word, and a map
+// entry outside [0, local) or below -1 would send pairs to weights that do not exist (or drop
+// them): an error naming the entry where the routing can be read without a device
+// synchronization (the host backend), or when asked to (`on_device`, MOEJIT_CHECK_INPUTS=1: the
+// device backend copies them to the host and synchronizes `stream`). Not while `stream` is being
+// captured into a CUDA graph, which the copy would end: skipped there, with a warning.
+Status check_routing_inputs(Launcher& launcher, const FusedMoeRequest& request, void* stream, bool on_device);
+
 // The specs the fused layer uses for `tokens` tokens (align, gate/up, down, reduce, and for
 // quantized activations the quantization of 16-bit hidden states and of the gate/up output; op none where unused) on a
 // device with `sms` multiprocessors, as the run would pick them; warm-up enumerates these over

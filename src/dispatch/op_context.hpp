@@ -18,6 +18,9 @@ struct OpContext {
   Launcher& launcher;
   SpecObserver& observer;
   std::atomic<std::uint64_t>& launches;
+  // The device backend also checks the fused layer's routing inputs, which costs a copy to the
+  // host and a synchronization per call (MOEJIT_CHECK_INPUTS=1; the host backend always checks).
+  bool check_inputs_on_device = false;
 };
 
 // Resolves `spec`, records its use and launches it over `grid` (block size and shared memory

@@ -22,6 +22,7 @@ class HostLauncher final : public Launcher {
   Status copy_from_backend(void* dst, const void* src, std::size_t bytes, void* stream) override;
   Status fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) override;
   Status synchronize(void*) override { return {}; }
+  Result<bool> capturing(void*) override { return false; }
   // Host kernels are loaded by the resolver and launched as calls: nothing to prepare.
   Status prepare(const ResolvedKernel&, std::uint32_t) override { return {}; }
 

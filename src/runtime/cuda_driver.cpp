@@ -272,9 +272,33 @@ std::string CudaDriver::describe(CUresult result) const {
                      text ? text : "no description from the driver");
 }
 
+namespace {
+// Faults of a running kernel: the driver reports them to whichever call on the context comes
+// next, and every call after it fails the same way.
+bool kernel_fault(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC: return true;
+    default: return false;
+  }
+}
+}  // namespace
+
 Status CudaDriver::failure(CUresult result, std::string_view call, std::string_view context) const {
   return Status(code_for_cuda_result(result),
-                fmt::format("{}: {}{}{}", call, describe(result), context.empty() ? "" : " ", context));
+                fmt::format("{}: {}{}{}{}", call, describe(result), context.empty() ? "" : " ", context,
+                            kernel_fault(result)
+                                ? "; a kernel fault is reported by the next call on its context, so an earlier "
+                                  "launch (of moejit or of the engine) may have caused it; the context cannot be "
+                                  "used again (CUDA_LAUNCH_BLOCKING=1 or compute-sanitizer finds the kernel)"
+                                : ""));
 }
 
 }  // namespace moejit

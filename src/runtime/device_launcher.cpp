@@ -422,6 +422,15 @@ Status DeviceLauncher::synchronize(void* stream) {
   return driver_->check(driver_->api().StreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
 }
 
+Result<bool> DeviceLauncher::capturing(void* stream) {
+  ContextScope scope(*this);
+  MOEJIT_TRY(scope.status());
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  MOEJIT_TRY(driver_->check(driver_->api().StreamIsCapturing(static_cast<CUstream>(stream), &capture),
+                            "cuStreamIsCapturing"));
+  return capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 Result<CUdeviceptr> DeviceLauncher::allocate(std::size_t bytes) {
   if (bytes == 0) return error(Code::invalid_argument, "allocation of 0 bytes: expected at least 1");
   ContextScope scope(*this);

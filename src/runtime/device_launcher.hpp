@@ -89,6 +89,7 @@ class DeviceLauncher final : public Launcher {
   Status copy_from_backend(void* dst, const void* src, std::size_t bytes, void* stream) override;
   Status fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) override;
   Status synchronize(void* stream) override;
+  Result<bool> capturing(void* stream) override;
 
   // Device-to-device copy on `stream` (benchmarks, buffer replication).
   Status copy_within_backend(void* dst, const void* src, std::size_t bytes, void* stream);

@@ -37,6 +37,9 @@ class Launcher {
   virtual Status fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) = 0;
   // Waits until everything queued on `stream` has finished.
   virtual Status synchronize(void* stream) = 0;
+  // Whether `stream` is being captured into a CUDA graph, where a transfer to the host or a
+  // synchronization would end the capture (the host backend captures nothing).
+  virtual Result<bool> capturing(void* stream) = 0;
 
   // Makes `kernel` ready to launch without loading anything, so that launches captured into a
   // CUDA graph later find it loaded (the device loads its module in the calling thread's
