@@ -19,6 +19,7 @@
 #include "reference/quantize.hpp"
 #include "reference/reference.hpp"
 #include "c_api_helpers.hpp"
+#include "host_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;
@@ -312,6 +313,14 @@ TEST_CASE("C ABI: bad input gives a status and a message naming the argument") {
   bad_options.backend = static_cast<moejit_backend_t>(7);
   expect(moejit_context_create(&bad_options, &none), MOEJIT_ERROR_INVALID_ARGUMENT, "'options->backend' = 7");
   CHECK(none == nullptr);
+  {
+    // The environment's switches are read when the context is made: a malformed one is named there.
+    bad_options.backend = MOEJIT_BACKEND_HOST;
+    ScopedEnv check("MOEJIT_CHECK_INPUTS", "sometimes");
+    expect(moejit_context_create(&bad_options, &none), MOEJIT_ERROR_INVALID_ARGUMENT,
+           "MOEJIT_CHECK_INPUTS = 'sometimes': expected 1/0");
+    CHECK(none == nullptr);
+  }
 
   std::mt19937 rng(1);
   VllmWeights w13 = vllm_weights(rng, 2, 64, 64), w2 = vllm_weights(rng, 2, 64, 32);
