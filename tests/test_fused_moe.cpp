@@ -473,3 +473,23 @@ TEST_CASE("MOEJIT_CHECK_INPUTS: the device backend checks the routing, except in
   s = dispatch::check_routing_inputs(host, r, nullptr, false);
   CHECK(contains(s.message(), "'expert_map[5]' = 4"));
 }
+
+TEST_CASE("routed slots: the align's round-up to whole tiles and its loop steps stay within 32 bits") {
+  // One local expert, top-1: T pairs pad to T + 127 slots, rounded up to a tile of 128; the
+  // align's loops step past that by up to a block's 1024 threads. The last T whose slots fit:
+  constexpr std::int64_t kLastFit = 2147482369;
+  static_assert(dispatch::routed_slots(kLastFit, 1, 1) <= dispatch::kMaxRoutedIndex);
+  static_assert(dispatch::routed_slots(kLastFit + 1, 1, 1) > dispatch::kMaxRoutedIndex);
+  // Padded without the round-up, T = 2^31 - 128 fitted exactly, and its aligned count, 2^31,
+  // wrapped to a negative 32-bit slot count in the align.
+  CHECK(dispatch::routed_slots(2147483520, 1, 1) > dispatch::kMaxRoutedIndex);
+  static const unsigned char dummy[256] = {};
+  dispatch::FusedMoeRequest r;
+  r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, 1, 64, 32, true, dummy, dummy, nullptr, nullptr};
+  r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, 1, 32, 32, false, dummy, dummy, nullptr, nullptr};
+  r.topk = 1;
+  r.tokens = 2147483520;
+  auto refused = dispatch::fused_moe_specs(r, Arch::sm_90a, Backend::device, 132);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(contains(refused.status().message(), "routed slots with padding; expected at most 2147483647"));
+}

@@ -46,10 +46,13 @@ struct FusedMoeRequest {
 // max_tokens on a device of `sms` multiprocessors.
 // The kernels index expert ids and routed slots with 32-bit integers. The slots of `tokens` x
 // `topk` pairs, padded to whole tiles of the largest block rows (128) per local expert, must stay
-// within kMaxRoutedIndex; the run and warm-up refuse layers whose largest call would not.
+// within kMaxRoutedIndex; the run and warm-up refuse layers whose largest call would not. The
+// align rounds the padded count up to a whole tile and steps through it by its block's threads
+// (at most 1024), so that much more must fit as well.
 inline constexpr std::int64_t kMaxRoutedIndex = 2147483647;
 constexpr std::int64_t routed_slots(std::int64_t tokens, std::int64_t topk, std::int64_t local_experts) {
-  return tokens * topk + local_experts * 127;
+  const std::int64_t padded = tokens * topk + local_experts * 127;
+  return (padded + 127) / 128 * 128 + 1024;
 }
 
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& request, Arch arch, std::uint32_t sms);

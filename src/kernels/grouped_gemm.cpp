@@ -59,8 +59,9 @@ Status gemm_fields(const KernelSpec& s) {
     return error(Code::invalid_argument, "field 'n' = {}: expected a positive multiple of 32 (the packed weight tile)", s.n);
   if (s.k < 32 || s.k % 32 != 0)
     return error(Code::invalid_argument, "field 'k' = {}: expected a positive multiple of 32 (the packed weight tile)", s.k);
-  // The kernel addresses one expert's packed weights (n * k / 2 bytes) and its scale rows with
-  // 32-bit offsets; bound both sizes so that no offset can wrap (real models are far below).
+  // The packed layout's bounds (quant/pack.hpp): the kernel computes expert and row offsets in
+  // 64 bits, its offsets within a strip of one expert in 32 (at most 8 x K x 16 bytes), and these
+  // keep every size far from either limit (real models are far below).
   if (s.n > kMaxPackedExtent)
     return error(Code::invalid_argument, "field 'n' = {}: expected at most {}", s.n, kMaxPackedExtent);
   if (s.k > kMaxPackedExtent)
@@ -68,7 +69,7 @@ Status gemm_fields(const KernelSpec& s) {
   if (static_cast<std::uint64_t>(s.n) * s.k / 2 > kMaxExpertPackedBytes)
     return error(Code::invalid_argument,
                  "fields 'n' = {} and 'k' = {}: one expert's packed weights would be {} bytes; expected at "
-                 "most {} (the kernel's 32-bit in-expert offsets)",
+                 "most {} (moejit's bound on one expert)",
                  s.n, s.k, static_cast<std::uint64_t>(s.n) * s.k / 2, kMaxExpertPackedBytes);
   if (mxfp4 && s.group_size != 32)
     return error(Code::invalid_argument, "field 'group_size' = {}: expected 32 for mxfp4 (one E8M0 scale per 32 k)",

@@ -37,7 +37,7 @@ Status check_packed_extents(u32 experts, u32 n, u32 k, std::string_view owner) {
   if (const u64 bytes = packed_weight_bytes(1, n, k); bytes > kMaxExpertPackedBytes)
     return error(Code::invalid_argument,
                  "arguments '{}n' = {} and '{}k' = {}: one expert's packed weights would be {} bytes; expected at most "
-                 "{} (the kernels' 32-bit offsets within an expert)",
+                 "{} (moejit's bound on one expert)",
                  owner, n, owner, k, bytes, kMaxExpertPackedBytes);
   return ok_status();
 }

@@ -936,10 +936,11 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       before += shfl_idx(inclusive, 31);
     }
     if (work.expert < 0) return;
-    const i32 row0 = offset(static_cast<u32>(work.expert)) + local * static_cast<i32>(BM);
-    const i32 row_end = offset(static_cast<u32>(work.expert) + 1);
+    // Rows in 64 bits: the last tile of an m near 2^31 reaches past it by up to BM - 1.
+    const i64 row0 = offset(static_cast<u32>(work.expert)) + static_cast<i64>(local) * BM;
+    const i64 row_end = offset(static_cast<u32>(work.expert) + 1);
     for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 row = row0 + static_cast<i32>(r);
+      const i64 row = row0 + r;
       a_offset[r] = row < row_end ? row * p.lda : -1;
       c_row[r] = row < row_end ? row : -1;
       set_scale_row(r, row < row_end ? row : -1);
@@ -950,9 +951,9 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
     const i32 local = static_cast<i32>(row_tile % tiles_per_expert);
     // Counts come from the device; one above max_m would write into the next expert's slab.
     const i32 count = min_of(p.expert_counts[work.expert], m);
-    if (local * static_cast<i32>(BM) >= count) return;
+    if (static_cast<i64>(local) * BM >= count) return;
     for (u32 r = tid; r < BM; r += S::kThreads) {
-      const i32 row = local * static_cast<i32>(BM) + static_cast<i32>(r);
+      const i64 row = static_cast<i64>(local) * BM + r;
       const i64 slab_row = static_cast<i64>(work.expert) * m + row;
       a_offset[r] = row < count ? slab_row * p.lda : -1;
       c_row[r] = row < count ? slab_row : -1;
