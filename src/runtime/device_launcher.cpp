@@ -201,10 +201,8 @@ Result<const DeviceLauncher::LoadedFunction*> DeviceLauncher::load(CUcontext con
   const std::string slug = codegen::spec_slug(kernel.spec);
 
   if (stream != nullptr) {
-    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-    MOEJIT_TRY(driver_->check(api.StreamIsCapturing(static_cast<CUstream>(stream), &capture), "cuStreamIsCapturing",
-                              fmt::format("before loading kernel {}", slug)));
-    if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    MOEJIT_ASSIGN_OR_RETURN(const bool captured, capturing(stream));
+    if (captured)
       return error(Code::invalid_argument,
                    "kernel {} is not loaded in context {} yet and stream {} is being captured: loading a "
                    "module is not capture-safe; expected DeviceLauncher::prepare() (or one launch) before "
