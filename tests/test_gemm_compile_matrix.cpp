@@ -83,6 +83,42 @@ TEST_CASE("every grouped GEMM tile configuration compiles on every target with n
   check_compiled(jobs);
 }
 
+TEST_CASE("every grouped GEMM tile configuration compiles with every fused epilogue on every target with no spills") {
+  // The epilogues the fused layer uses (act-and-mul for gate/up, the top-k weight for down) hold
+  // registers past the main loop, and how many depends on the shape: MXFP4's 64x128x64 tile on
+  // sm_120a spilled the block's first column with both at Qwen3-30B-A3B's and gpt-oss-120b's
+  // shapes, not at the corners' 4096 x 7168. Each format with each epilogue, at the shapes
+  // of the layer that uses it.
+  if (!nvrtc_or_skip()) return;
+  TempDir dir;
+  auto r = KernelResolver::create(resolver_options_in(dir));
+  REQUIRE(r.ok());
+  struct Use {
+    Epilogue epilogue;
+    std::uint32_t n, k, experts;
+    bool mxfp4_only;  // K no multiple of INT4's 128-groups; the checkpoint is MXFP4 anyway
+  };
+  const Use uses[] = {
+      {Epilogue::silu_and_mul, 1536, 2048, 128, false},  // Qwen3-30B-A3B gate/up
+      {Epilogue::topk_weight, 2048, 768, 128, false},    // Qwen3-30B-A3B down
+      {Epilogue::swiglu_oai, 5760, 2880, 128, true},     // gpt-oss-120b gate/up
+      {Epilogue::topk_weight, 2880, 2880, 128, true},    // gpt-oss-120b down
+  };
+  CompileJobs jobs;
+  for (Arch arch : default_target_archs())
+    for (const KernelSpec& corner : format_corners(arch))
+      for (const Use& use : uses) {
+        if (use.mxfp4_only && corner.weight != WeightFormat::mxfp4) continue;
+        KernelSpec spec = corner;
+        spec.epilogue = use.epilogue;
+        spec.n = use.n;
+        spec.k = use.k;
+        spec.experts = use.experts;
+        add_every_tile(**r, spec, jobs);
+      }
+  check_compiled(jobs);
+}
+
 TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles on every sm_89+ target with no spills") {
   // The W4A8 corners: MXFP4 with per-token scales and a plain store; asymmetric INT4 (g128,
   // bf16 scales) with per-128-k scales (a scale load per row and run) and the act-and-mul

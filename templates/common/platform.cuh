@@ -37,6 +37,22 @@ MOEJIT_DEVICE u32 block_threads() { return blockDim.x; }
 MOEJIT_DEVICE u32 grid_x() { return gridDim.x; }
 MOEJIT_DEVICE u32 grid_y() { return gridDim.y; }
 
+// threadIdx.x and blockIdx.x read anew where they are used. The compiler takes each as one value
+// for the whole kernel, so what a kernel derives from them at its top stays in a register until
+// its last use; where that is after a main loop that takes every register, reading them again
+// (an S2R each, volatile so that the reads are not merged) costs less than keeping the values:
+// ptxas spilled them to local memory instead.
+MOEJIT_DEVICE u32 thread_x_reread() {
+  u32 thread;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
+  return thread;
+}
+MOEJIT_DEVICE u32 block_x_reread() {
+  u32 block;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(block));
+  return block;
+}
+
 // The block's dynamic shared memory (sized at launch), 16-byte aligned.
 MOEJIT_DEVICE unsigned char* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char moejit_dynamic_shared[];
@@ -59,6 +75,8 @@ MOEJIT_DEVICE u32 block_z() { return self().block_idx.z; }
 MOEJIT_DEVICE u32 block_threads() { return self().block_dim.x; }
 MOEJIT_DEVICE u32 grid_x() { return self().grid_dim.x; }
 MOEJIT_DEVICE u32 grid_y() { return self().grid_dim.y; }
+MOEJIT_DEVICE u32 thread_x_reread() { return self().thread_idx.x; }
+MOEJIT_DEVICE u32 block_x_reread() { return self().block_idx.x; }
 MOEJIT_DEVICE unsigned char* dynamic_shared() { return self().dynamic_shared; }
 [[noreturn]] MOEJIT_DEVICE void trap(const char* message) {
   moejit_host_runtime->trap(message);  // ends the fiber: never returns

@@ -62,6 +62,8 @@ struct GemmShape {
   static constexpr bool kE4m3ViaF16 = kAct8 && (Spec::sm == 90 || Spec::sm == 100 || Spec::sm == 103 || Spec::sm == 110);
   static constexpr bool kActScaleBlock = kAct8 && Spec::act_scale == kernel_enum::act_scale_block128;
   static constexpr u32 N = Spec::n, K = Spec::k, G = Spec::group;
+  // The grid is one-dimensional over (column tile, row tile), column tiles fastest.
+  static constexpr u32 kColumnTiles = (N + BN - 1) / BN;
   static constexpr bool kMxfp4 = Spec::weight == kernel_enum::mxfp4;
   // INT4 weights on those targets: the words go straight to f16 as W4A16 makes them (q - z
   // exact, gemm::int4_registers), not through e4m3 bytes, and A's e4m3 bytes are paired to the
@@ -733,6 +735,21 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   cp_async_wait<0>();
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
+  // Where the thread's sums lie in the tile (the first row and column of its accumulators) and
+  // the block's first column. Past the main loop of a split-1 kernel they come from the thread
+  // and block indices read again, not from values kept since the top: the loop takes every
+  // register there is, and ptxas spilled whichever of them it kept (MXFP4 64x128x64 and
+  // 128x128x64 on sm_120a / sm_121a with the fused epilogues). Split-K kernels (decode tiles, far
+  // from the register limit) keep them: there the reads made ptxas rebuild the thread index
+  // inside the main loop (sm_90a, MXFP4 16x256x128: 626 instructions per stage instead of 592).
+  u32 sum_row = warp_m * S::WM + g, sum_col = warp_n * S::WN + 2 * t, n0 = work.n0;
+  if constexpr (Spec::split_k == 1) {
+    const u32 thread = thread_x_reread(), warp_again = thread / 32, lane_again = thread % 32;  // blocks are 1-D
+    sum_row = warp_again / S::kWarpsN * S::WM + lane_again / 4;
+    sum_col = warp_again % S::kWarpsN * S::WN + 2 * (lane_again % 4);
+    n0 = block_x_reread() % S::kColumnTiles * BN;
+  }
+
   // ---- Split-K: the last split of a tile to finish sums every split's partial tile ----
   // Each split stores its partial sums in its own slot of the tile's workspace and counts itself
   // in; the one that counts last adds the slots in split order (its own from registers) and runs
@@ -753,12 +770,12 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       for (u32 mt = 0; mt < S::kMTiles; ++mt)
         MOEJIT_UNROLL
         for (u32 half_row = 0; half_row < 2; ++half_row) {
-          const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
+          const u32 r = sum_row + mt * 16 + 8 * half_row;
           if (c_row[r] < 0) continue;
           MOEJIT_UNROLL
           for (u32 j = 0; j < S::kN8; ++j)
             MOEJIT_UNROLL
-            for (u32 e = 0; e < 2; ++e) f(acc[mt][j][2 * half_row + e], r, warp_n * S::WN + j * 8 + 2 * t + e);
+            for (u32 e = 0; e < 2; ++e) f(acc[mt][j][2 * half_row + e], r, sum_col + j * 8 + e);
         }
     };
     float* own = slots + static_cast<u64>(block_z()) * BM * BN;
@@ -798,7 +815,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   for (u32 mt = 0; mt < S::kMTiles; ++mt) {
     MOEJIT_UNROLL
     for (u32 half_row = 0; half_row < 2; ++half_row) {
-      const u32 r = warp_m * S::WM + mt * 16 + g + 8 * half_row;
+      const u32 r = sum_row + mt * 16 + 8 * half_row;
       const i64 row = c_row[r];
       if (row < 0) continue;
       // Per-token activation scales of a plain-window or fragment-scaled expert: the row's, once
@@ -808,7 +825,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       constexpr bool kEndScaled = kFragmentScales || kActScaleAtEnd || S::kMxfp4;
       MOEJIT_UNROLL
       for (u32 j = 0; j < S::kN8; ++j) {
-        const u32 col = work.n0 + warp_n * S::WN + j * 8 + 2 * t;  // packed column
+        const u32 col = n0 + sum_col + j * 8;  // packed column
         if (col >= S::N) continue;
         float v0 = acc[mt][j][2 * half_row], v1 = acc[mt][j][2 * half_row + 1];
         if constexpr (kEndScaled) {
@@ -882,8 +899,7 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
   // The grid is one-dimensional over (column tile, row tile), column tiles fastest: the order
   // in which the hardware dispatches a 2-D grid, without its 65535 limit on the row tiles (a
   // masked layout of 256 experts x 4096 rows has 65536 of 16 rows).
-  constexpr u32 kColumnTiles = (Spec::n + S::BN - 1) / S::BN;
-  const u32 column_tile = block_x() % kColumnTiles, row_tile = block_x() / kColumnTiles;
+  const u32 column_tile = block_x() % S::kColumnTiles, row_tile = block_x() / S::kColumnTiles;
   TileWork work{};
   work.n0 = column_tile * S::BN;
   if constexpr (Spec::layout == kernel_enum::indexed) {
