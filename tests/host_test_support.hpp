@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/generate.hpp"
@@ -90,6 +91,32 @@ inline std::unique_ptr<HostCompiler> host_compiler_or_skip() {
   return std::move(c).value();
 }
 
+// The embedded templates plus hosttest/params.cuh and the test's own files (path -> text).
+inline codegen::TemplateSet templates_with(std::map<std::string, std::string> files) {
+  for (const auto& [path, text] : codegen::TemplateSet::embedded()->files())
+    files.emplace(path, text);
+  files["hosttest/params.cuh"] = kHostTestParamsCuh;
+  return codegen::TemplateSet(std::move(files));
+}
+
+// The definition of a test kernel: `qualified_kernel` (e.g. "moejit::kernels::copy") in template
+// file `entry`, taking hosttest::Params, with no constants and no checks. The strings must outlive
+// the definition (string literals do). Threads and shared bytes are template arguments because
+// KernelDef holds plain function pointers.
+template <std::uint32_t Threads = 0, std::uint32_t SharedBytes = 0>
+KernelDef test_kernel_def(std::string_view entry, std::string_view qualified_kernel) {
+  return KernelDef{
+      .entry = entry,
+      .kernel = qualified_kernel,
+      .params_type = "hosttest::Params",
+      .validate_fields = [](const KernelSpec&) { return Status{}; },
+      .check = [](const KernelSpec&) { return Status{}; },
+      .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
+      .block_threads = [](const KernelSpec&) { return Threads; },
+      .dynamic_shared_bytes = [](const KernelSpec&) { return SharedBytes; },
+  };
+}
+
 // Compiles kernel `kernel` of template file `entry` (given in `files`, with hosttest/params.cuh
 // and the embedded templates added) into a ResolvedKernel that launch_host_kernel accepts.
 inline Result<ResolvedKernel> build_host_test_kernel(const HostCompiler& compiler,
@@ -98,21 +125,9 @@ inline Result<ResolvedKernel> build_host_test_kernel(const HostCompiler& compile
                                                      const std::string& kernel,
                                                      std::uint32_t block_threads,
                                                      std::uint32_t shared_bytes) {
-  for (const auto& [path, text] : codegen::TemplateSet::embedded()->files())
-    files.emplace(path, text);
-  files["hosttest/params.cuh"] = kHostTestParamsCuh;
-  codegen::TemplateSet set(std::move(files));
+  const codegen::TemplateSet set = templates_with(std::move(files));
   const std::string qualified = "moejit::kernels::" + kernel;
-  KernelDef def{
-      .entry = entry,
-      .kernel = qualified,
-      .params_type = "hosttest::Params",
-    .validate_fields = [](const KernelSpec&) { return Status{}; },
-      .check = [](const KernelSpec&) { return Status{}; },
-      .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
-      .block_threads = [](const KernelSpec&) { return 0u; },
-      .dynamic_shared_bytes = [](const KernelSpec&) { return 0u; },
-  };
+  const KernelDef def = test_kernel_def(entry, qualified);
   const KernelSpec spec = host_test_spec();
   MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_def(spec, def, set));
   MOEJIT_ASSIGN_OR_RETURN(CompiledKernel compiled, compiler.compile(generated, set, spec));

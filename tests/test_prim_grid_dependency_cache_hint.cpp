@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <array>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,25 +66,9 @@ constexpr const char* kEntry = "test/pdl_hint_copy.cuh";
 constexpr std::uint32_t kThreads = 64;
 constexpr std::uint32_t kShared = kThreads * 16;
 
-const KernelDef kDef{
-    .entry = kEntry,
-    .kernel = "moejit::kernels::pdl_hint_copy",
-    .params_type = "hosttest::Params",
-    .validate_fields = [](const KernelSpec&) { return Status{}; },
-    .check = [](const KernelSpec&) { return Status{}; },
-    .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
-    .block_threads = [](const KernelSpec&) { return kThreads; },
-    .dynamic_shared_bytes = [](const KernelSpec&) { return kShared; },
-};
+const KernelDef kDef = test_kernel_def<kThreads, kShared>(kEntry, "moejit::kernels::pdl_hint_copy");
 
-// The embedded templates plus the test kernel and its params header.
-codegen::TemplateSet test_templates() {
-  std::map<std::string, std::string> files;
-  for (const auto& [path, text] : codegen::TemplateSet::embedded()->files()) files.emplace(path, text);
-  files["hosttest/params.cuh"] = kHostTestParamsCuh;
-  files[kEntry] = kPdlCopyKernel;
-  return codegen::TemplateSet(std::move(files));
-}
+codegen::TemplateSet test_templates() { return templates_with({{kEntry, kPdlCopyKernel}}); }
 
 KernelSpec device_spec(Arch arch) {
   KernelSpec s = align_spec(8, 8, 1, arch);

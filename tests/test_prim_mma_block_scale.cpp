@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <map>
 #include <random>
 
 #include "codegen/generate.hpp"
@@ -206,16 +205,8 @@ MOEJIT_GLOBAL void block_scale_mma(hosttest::Params p) {
 }  // namespace moejit::kernels
 )";
 
-const KernelDef kBlockScaleDef{
-    .entry = "test/block_scale_mma.cuh",
-    .kernel = "moejit::kernels::block_scale_mma",
-    .params_type = "hosttest::Params",
-    .validate_fields = [](const KernelSpec&) { return Status{}; },
-    .check = [](const KernelSpec&) { return Status{}; },
-    .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
-    .block_threads = [](const KernelSpec&) { return 32u; },
-    .dynamic_shared_bytes = [](const KernelSpec&) { return 0u; },
-};
+const KernelDef kBlockScaleDef =
+    test_kernel_def<32>("test/block_scale_mma.cuh", "moejit::kernels::block_scale_mma");
 
 }  // namespace
 
@@ -225,11 +216,8 @@ TEST_CASE("block-scaled mma lowers to the instructions on sm_120a and sm_121a an
     toolchain_missing("NVRTC is not available here: " + nvrtc.status().message());
     return;
   }
-  std::map<std::string, std::string> files;
-  for (const auto& [path, text] : codegen::TemplateSet::embedded()->files()) files.emplace(path, text);
-  files["hosttest/params.cuh"] = kHostTestParamsCuh;
-  files[std::string(kBlockScaleDef.entry)] = kBlockScaleKernel;
-  const codegen::TemplateSet set(std::move(files));
+  const codegen::TemplateSet set =
+      templates_with({{std::string(kBlockScaleDef.entry), kBlockScaleKernel}});
   for (const Arch arch : {Arch::sm_120a, Arch::sm_121a, Arch::sm_90a, Arch::sm_100a, Arch::sm_120}) {
     CAPTURE(to_string(arch));
     KernelSpec spec = align_spec(8, 8, 1, arch);

@@ -5,7 +5,6 @@
 
 #include <doctest/doctest.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -52,24 +51,9 @@ MOEJIT_GLOBAL void reread_indices(hosttest::Params p) {
 constexpr const char* kEntry = "test/reread_indices.cuh";
 constexpr std::uint32_t kThreads = 96;
 
-const KernelDef kDef{
-    .entry = kEntry,
-    .kernel = "moejit::kernels::reread_indices",
-    .params_type = "hosttest::Params",
-    .validate_fields = [](const KernelSpec&) { return Status{}; },
-    .check = [](const KernelSpec&) { return Status{}; },
-    .constants = [](const KernelSpec&) { return std::vector<SpecConstant>{}; },
-    .block_threads = [](const KernelSpec&) { return kThreads; },
-    .dynamic_shared_bytes = [](const KernelSpec&) { return 0u; },
-};
+const KernelDef kDef = test_kernel_def<kThreads>(kEntry, "moejit::kernels::reread_indices");
 
-codegen::TemplateSet test_templates() {
-  std::map<std::string, std::string> files;
-  for (const auto& [path, text] : codegen::TemplateSet::embedded()->files()) files.emplace(path, text);
-  files["hosttest/params.cuh"] = kHostTestParamsCuh;
-  files[kEntry] = kRereadKernel;
-  return codegen::TemplateSet(std::move(files));
-}
+codegen::TemplateSet test_templates() { return templates_with({{kEntry, kRereadKernel}}); }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
