@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "runtime/device_buffer.hpp"
 #include "runtime/device_launcher.hpp"
@@ -30,7 +31,13 @@ FakeContext g_primary{0, 1}, g_engine{0, 2}, g_other_device{1, 3};
 CUcontext handle(FakeContext& c) { return reinterpret_cast<CUcontext>(&c); }
 
 char g_module_storage[64];
-char g_stream_storage[2];
+
+// A stream handle points at its context (null: a handle cuStreamGetCtx rejects).
+struct FakeStream {
+  CUcontext context;
+};
+FakeStream g_primary_stream{handle(g_primary)}, g_engine_stream{handle(g_engine)},
+    g_other_device_stream{handle(g_other_device)}, g_bad_stream{nullptr};
 
 struct FakeState {
   int cc_major = 9, cc_minor = 0;
@@ -44,6 +51,7 @@ struct FakeState {
   std::atomic<int> retains{0}, releases{0}, pushes{0}, pops{0}, loads{0}, unloads{0}, func_loads{0};
   std::atomic<int> set_attribute{0}, last_attribute_value{0}, launches_ex{0}, launches{0};
   std::atomic<int> htod{0}, dtoh{0}, dtod{0}, memsets{0}, syncs{0}, allocs{0}, frees{0}, capture_queries{0};
+  std::atomic<int> stream_context_queries{0};
   // The last launch; its launch attributes are copied (config.attrs points into the caller's
   // frame, which is gone by the time the test looks).
   CUlaunchConfig config{};
@@ -222,6 +230,15 @@ CudaApi fake_api() {
     *status = g->capture;
     return CUDA_SUCCESS;
   };
+  a.StreamGetCtx = [](CUstream s, CUcontext* c) {
+    ++g->stream_context_queries;
+    if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+      *c = current();
+      return current() != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *c = reinterpret_cast<FakeStream*>(s)->context;
+    return *c != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  };
   a.StreamBeginCapture = [](CUstream, CUstreamCaptureMode) { return CUDA_ERROR_NOT_SUPPORTED; };
   a.StreamEndCapture = [](CUstream, CUgraph*) { return CUDA_ERROR_NOT_SUPPORTED; };
   a.GraphInstantiate = [](CUgraphExec*, CUgraph, unsigned long long) { return CUDA_ERROR_NOT_SUPPORTED; };
@@ -282,7 +299,7 @@ LaunchDims dims_of(const ResolvedKernel& k, std::uint32_t grid_x = 3) {
   return d;
 }
 
-CUstream fake_stream() { return reinterpret_cast<CUstream>(&g_stream_storage[0]); }
+CUstream fake_stream(FakeStream& s = g_primary_stream) { return reinterpret_cast<CUstream>(&s); }
 
 bool contains(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
 
@@ -485,6 +502,78 @@ TEST_CASE("contexts: the engine's context on the device is used, otherwise the p
   // The launcher unloads what it loaded in the primary context and releases it.
   CHECK(fake.state.releases == fake.state.retains);
   CHECK(fake.state.unloads == 1);
+}
+
+TEST_CASE("contexts: work on a stream runs in the stream's own context, which must be of the device") {
+  Fake fake;
+  auto l = fake.launcher();
+  const ResolvedKernel k = fake_kernel();
+  TestParams params{};
+  void* device = reinterpret_cast<void*>(std::uintptr_t{0x7f0000001000});
+  std::uint32_t host[4] = {};
+
+  SUBCASE("the engine's stream (a green context's, say) with the primary context current") {
+    set_current(handle(g_primary));
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, fake_stream(g_engine_stream)).ok());
+    CHECK(fake.state.context_at_launch == handle(g_engine));
+    CHECK(fake.state.config.hStream == fake_stream(g_engine_stream));
+    CHECK(fake.state.pushes == 1);
+    CHECK(fake.state.pops == 1);
+    CHECK(current() == handle(g_primary));
+    REQUIRE(l->copy_to_backend(device, host, sizeof host, fake_stream(g_engine_stream)).ok());
+    CHECK(fake.state.context_at_memory_op == handle(g_engine));
+    REQUIRE(l->fill(device, 7, sizeof host, fake_stream(g_engine_stream)).ok());
+    CHECK(fake.state.context_at_memory_op == handle(g_engine));
+    // The same kernel on the primary context's stream: loaded there too, each context its own.
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, fake_stream(g_primary_stream)).ok());
+    CHECK(fake.state.context_at_launch == handle(g_primary));
+    CHECK(fake.state.loads == 2);
+    CHECK(l->loaded_functions() == 2);
+    CHECK(current() == handle(g_primary));
+    CHECK(fake.state.pushes == fake.state.pops);
+  }
+  SUBCASE("no context current: the stream's context is pushed and the primary one never retained") {
+    REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, fake_stream(g_engine_stream)).ok());
+    REQUIRE(l->synchronize(fake_stream(g_engine_stream)).ok());
+    CHECK(fake.state.context_at_launch == handle(g_engine));
+    CHECK(fake.state.retains == 0);
+    CHECK(current() == nullptr);
+    CHECK(fake.state.pushes == 2);
+    CHECK(fake.state.pops == 2);
+  }
+  SUBCASE("the null, legacy and per-thread handles stand for the current context's stream") {
+    set_current(handle(g_engine));
+    for (CUstream special : {CUstream{nullptr}, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD}) {
+      REQUIRE(l->launch(k, dims_of(k), &params, sizeof params, special).ok());
+      CHECK(fake.state.context_at_launch == handle(g_engine));
+      CHECK(fake.state.config.hStream == special);
+    }
+    CHECK(fake.state.stream_context_queries == 0);
+    CHECK(fake.state.pushes == 0);
+    CHECK(fake.state.loads == 1);
+  }
+  SUBCASE("a stream of another device's context is refused, naming the stream and both devices") {
+    set_current(handle(g_primary));
+    const Status s = l->launch(k, dims_of(k), &params, sizeof params, fake_stream(g_other_device_stream));
+    CHECK(s.code() == Code::invalid_argument);
+    CHECK(contains(s.message(), "belongs to a context of CUdevice 1"));
+    CHECK(contains(s.message(), "expected a stream of device 0 (Fake GPU 0)"));
+    CHECK(fake.state.launches_ex == 0);
+    CHECK(fake.state.loads == 0);
+    const Status f = l->fill(device, 1, sizeof host, fake_stream(g_other_device_stream));
+    CHECK(f.code() == Code::invalid_argument);
+    CHECK(fake.state.memsets == 0);
+    CHECK(current() == handle(g_primary));  // what was pushed to check it is popped
+    CHECK(fake.state.pushes == fake.state.pops);
+  }
+  SUBCASE("a stream the driver cannot place is an error naming cuStreamGetCtx") {
+    const Status s = l->launch(k, dims_of(k), &params, sizeof params, fake_stream(g_bad_stream));
+    CHECK_FALSE(s.ok());
+    CHECK(contains(s.message(), "cuStreamGetCtx"));
+    CHECK(fake.state.launches_ex == 0);
+    CHECK(fake.state.pushes == 0);
+  }
+  set_current(nullptr);
 }
 
 TEST_CASE("dynamic shared memory above the default allowance is opted into once per function") {
@@ -803,25 +892,31 @@ TEST_CASE("a launch of a loaded kernel, and the memory operations, perform no he
   void* device = reinterpret_cast<void*>(std::uintptr_t{0x7f0000001000});
   std::uint32_t host[4] = {};
 
-  for (bool engine_context : {true, false}) {
-    CAPTURE(engine_context);
-    set_current(engine_context ? handle(g_engine) : nullptr);
-    REQUIRE(l->launch(k, d, &params, sizeof params, fake_stream()).ok());  // loads: allocates freely
+  // The engine's stream with its context current; the primary context's stream with none
+  // current (pushed); the engine's stream with the primary context current (pushed).
+  const std::pair<FakeContext*, FakeStream*> cases[] = {
+      {&g_engine, &g_engine_stream}, {nullptr, &g_primary_stream}, {&g_primary, &g_engine_stream}};
+  for (const auto& [context, stream_object] : cases) {
+    CAPTURE(context == &g_engine);
+    CAPTURE(stream_object == &g_engine_stream);
+    set_current(context != nullptr ? handle(*context) : nullptr);
+    const CUstream stream = fake_stream(*stream_object);
+    REQUIRE(l->launch(k, d, &params, sizeof params, stream).ok());  // loads: allocates freely
     g_allocations = 0;
     t_counting = true;
     bool all_ok = true;
     for (int i = 0; i < 10000; ++i) {
-      all_ok &= l->launch(k, d, &params, sizeof params, fake_stream()).ok();
-      all_ok &= l->launch(k, pdl, &params, sizeof params, fake_stream()).ok();
-      all_ok &= l->copy_to_backend(device, host, sizeof host, fake_stream()).ok();
-      all_ok &= l->fill(device, 0, sizeof host, fake_stream()).ok();
+      all_ok &= l->launch(k, d, &params, sizeof params, stream).ok();
+      all_ok &= l->launch(k, pdl, &params, sizeof params, stream).ok();
+      all_ok &= l->copy_to_backend(device, host, sizeof host, stream).ok();
+      all_ok &= l->fill(device, 0, sizeof host, stream).ok();
     }
     t_counting = false;
     CHECK(all_ok);
     CHECK(g_allocations.load() == 0);
   }
   CHECK(fake.state.loads == 2);  // the engine's context and the primary one
-  CHECK(fake.state.programmatic_launches == 2 * 10000);  // the flagged launches carried the attribute
+  CHECK(fake.state.programmatic_launches == 3 * 10000);  // the flagged launches carried the attribute
   // The counter works: a failing launch formats its message.
   g_allocations = 0;
   t_counting = true;

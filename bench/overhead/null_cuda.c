@@ -195,6 +195,16 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
 }
 CUresult cuStreamDestroy_v2(CUstream stream) { (void)stream; return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream stream) { (void)stream; return CUDA_SUCCESS; }
+/* A stream of its own belongs to the one context; the special handles name the current one. */
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* context) {
+  if (stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) {
+    *context = (CUcontext)&g_primary_context;
+    return CUDA_SUCCESS;
+  }
+  if (t_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *context = t_stack[t_depth - 1];
+  return CUDA_SUCCESS;
+}
 CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   (void)stream;
   *status = CU_STREAM_CAPTURE_STATUS_NONE;

@@ -116,11 +116,11 @@ typedef void (*moejit_log_fn)(void* user_data, moejit_log_level_t level, const c
 typedef struct moejit_context_options {
   uint32_t struct_size;
   moejit_backend_t backend;          /* default AUTO */
-  int32_t device_ordinal;            /* device backend: the CUDA device (default 0). The context
-                                        current on the calling thread is used if it belongs to
-                                        it, else the device's primary context; a stream passed
-                                        to a call must belong to that context (the launch fails
-                                        otherwise). */
+  int32_t device_ordinal;            /* device backend: the CUDA device (default 0). Work on a
+                                        stream runs in that stream's context, which must be of
+                                        this device (an error names it otherwise); with the NULL
+                                        stream, in the context current on the calling thread if
+                                        it is of this device, else the device's primary one. */
   const char* cache_dir;             /* writable store root; NULL: $MOEJIT_CACHE_DIR or default */
   const char* const* read_only_dirs; /* store roots searched first (shipped bundles); may be NULL */
   uint32_t read_only_dir_count;
@@ -505,9 +505,9 @@ moejit_status_t moejit_warmup(moejit_context_t context, const moejit_model_desc_
    MoE layer of `model` can use for 1..max_tokens tokens on THIS context's device (its
    architecture and SM count), and loads each on the calling thread's current context (the
    device's primary one when none is current), so that fused calls captured afterwards at any
-   T <= max_tokens launch without loading a module. Call it on the thread and context the
-   capture will use. Needs the GPU for the device backend; on the host backend it resolves the
-   kernels only. */
+   T <= max_tokens launch without loading a module. Call it with the context of the streams
+   the capture will use made current (a stream's work runs in the stream's own context). Needs
+   the GPU for the device backend; on the host backend it resolves the kernels only. */
 moejit_status_t moejit_prepare(moejit_context_t context, const moejit_model_desc_t* model,
                                moejit_progress_fn progress, void* progress_user_data);
 

@@ -59,6 +59,7 @@ const std::vector<Binding>& bindings() {
       MOEJIT_CU(StreamDestroy, "cuStreamDestroy_v2"),
       MOEJIT_CU(StreamSynchronize, "cuStreamSynchronize"),
       MOEJIT_CU(StreamIsCapturing, "cuStreamIsCapturing"),
+      MOEJIT_CU(StreamGetCtx, "cuStreamGetCtx"),
       MOEJIT_CU(StreamBeginCapture, "cuStreamBeginCapture_v2"),
       MOEJIT_CU(StreamEndCapture, "cuStreamEndCapture"),
       MOEJIT_CU(GraphInstantiate, "cuGraphInstantiateWithFlags"),

@@ -56,6 +56,7 @@ struct CudaApi {
   decltype(&::cuStreamDestroy_v2) StreamDestroy;
   decltype(&::cuStreamSynchronize) StreamSynchronize;
   decltype(&::cuStreamIsCapturing) StreamIsCapturing;
+  decltype(&::cuStreamGetCtx) StreamGetCtx;
   decltype(&::cuStreamBeginCapture_v2) StreamBeginCapture;
   decltype(&::cuStreamEndCapture) StreamEndCapture;
   decltype(&::cuGraphInstantiateWithFlags) GraphInstantiate;

@@ -28,6 +28,12 @@ Status null_pointer(const char* what, std::size_t bytes) {
                bytes);
 }
 
+// A stream handle that names a stream of its own, not the null, legacy or per-thread stream
+// (those stand for a stream of whichever context is current).
+bool is_own_stream(CUstream stream) {
+  return stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
+}
+
 }  // namespace
 
 Result<Arch> arch_for_compute_capability(int major, int minor) {
@@ -48,15 +54,40 @@ Result<Arch> arch_for_compute_capability(int major, int minor) {
                major, minor);
 }
 
-// The context one operation runs in (see the header): the current one when it is this device's,
-// else the retained primary context, pushed for the scope.
+// The context one operation runs in (see the header): a stream's own context; else the current
+// one when it is this device's; else the retained primary context. One that is not current is
+// pushed for the scope.
 class DeviceLauncher::ContextScope {
  public:
-  explicit ContextScope(const DeviceLauncher& launcher) : api_(launcher.driver_->api()) {
+  ContextScope(const DeviceLauncher& launcher, void* stream_handle) : api_(launcher.driver_->api()) {
     const CudaDriver& driver = *launcher.driver_;
     CUcontext current = nullptr;
     if (CUresult r = api_.CtxGetCurrent(&current); r != CUDA_SUCCESS) {
       status_ = driver.check(r, "cuCtxGetCurrent");
+      return;
+    }
+    if (const auto stream = static_cast<CUstream>(stream_handle); is_own_stream(stream)) {
+      CUcontext owner = nullptr;
+      if (CUresult r = api_.StreamGetCtx(stream, &owner); r != CUDA_SUCCESS) {
+        status_ = driver.check(r, "cuStreamGetCtx", fmt::format("of stream {}", stream_handle));
+        return;
+      }
+      if (owner != current && !push(driver, owner, "of stream {}'s context", stream_handle)) return;
+      if (owner != launcher.primary_.load(std::memory_order_acquire)) {
+        CUdevice device = -1;
+        if (CUresult r = api_.CtxGetDevice(&device); r != CUDA_SUCCESS) {
+          status_ = driver.check(r, "cuCtxGetDevice", fmt::format("of stream {}'s context", stream_handle));
+          return;
+        }
+        if (device != launcher.info_.device) {
+          status_ = error(Code::invalid_argument,
+                          "stream {} belongs to a context of CUdevice {}: expected a stream of device {} ({}), "
+                          "the moejit context's device",
+                          stream_handle, device, launcher.info_.ordinal, launcher.info_.name);
+          return;
+        }
+      }
+      set(owner);
       return;
     }
     if (current != nullptr) {
@@ -76,12 +107,7 @@ class DeviceLauncher::ContextScope {
       status_ = primary.status();
       return;
     }
-    if (CUresult r = api_.CtxPushCurrent(*primary); r != CUDA_SUCCESS) {
-      status_ = driver.check(r, "cuCtxPushCurrent", "of the device's primary context");
-      return;
-    }
-    pushed_ = true;
-    set(*primary);
+    if (push(driver, *primary, "of the device's primary context")) set(*primary);
   }
   ~ContextScope() {
     if (pushed_) {
@@ -108,6 +134,16 @@ class DeviceLauncher::ContextScope {
     id_ = api_.CtxGetId != nullptr && api_.CtxGetId(context, &id) == CUDA_SUCCESS
               ? id
               : static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(context));
+  }
+
+  template <class... Args>
+  bool push(const CudaDriver& driver, CUcontext context, fmt::format_string<Args...> what, Args&&... args) {
+    if (CUresult r = api_.CtxPushCurrent(context); r != CUDA_SUCCESS) {
+      status_ = driver.check(r, "cuCtxPushCurrent", fmt::format(what, std::forward<Args>(args)...));
+      return false;
+    }
+    pushed_ = true;
+    return true;
   }
 
   CUcontext context_ = nullptr;
@@ -305,7 +341,7 @@ Status DeviceLauncher::check_launch(const ResolvedKernel& kernel, const LaunchDi
 Status DeviceLauncher::launch(const ResolvedKernel& kernel, const LaunchDims& dims, const void* params,
                               std::size_t params_bytes, void* stream) {
   MOEJIT_TRY(check_launch(kernel, dims, params));
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   const LoadedFunction* f = find(scope.id(), kernel.key);
   if (f == nullptr) {
@@ -366,7 +402,7 @@ Status DeviceLauncher::prepare(const ResolvedKernel& kernel, std::uint32_t dynam
   dims.block[0] = kernel.meta.block_threads ? kernel.meta.block_threads : 1;
   dims.dynamic_shared_bytes = std::max(kernel.meta.dynamic_shared_bytes, dynamic_shared_bytes);
   MOEJIT_TRY(check_launch(kernel, dims, &dims));
-  ContextScope scope(*this);
+  ContextScope scope(*this, nullptr);
   MOEJIT_TRY(scope.status());
   const LoadedFunction* f = find(scope.id(), kernel.key);
   if (f == nullptr) {
@@ -380,7 +416,7 @@ Status DeviceLauncher::prepare(const ResolvedKernel& kernel, std::uint32_t dynam
 Status DeviceLauncher::copy_to_backend(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0) return {};
   if (dst == nullptr || src == nullptr) return null_pointer("copy to the device", bytes);
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   return driver_->check(driver_->api().MemcpyHtoDAsync(device_pointer(dst), src, bytes, static_cast<CUstream>(stream)),
                         "cuMemcpyHtoDAsync");
@@ -389,7 +425,7 @@ Status DeviceLauncher::copy_to_backend(void* dst, const void* src, std::size_t b
 Status DeviceLauncher::copy_from_backend(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0) return {};
   if (dst == nullptr || src == nullptr) return null_pointer("copy from the device", bytes);
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   return driver_->check(driver_->api().MemcpyDtoHAsync(dst, device_pointer(src), bytes, static_cast<CUstream>(stream)),
                         "cuMemcpyDtoHAsync");
@@ -398,7 +434,7 @@ Status DeviceLauncher::copy_from_backend(void* dst, const void* src, std::size_t
 Status DeviceLauncher::copy_within_backend(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0) return {};
   if (dst == nullptr || src == nullptr) return null_pointer("copy within the device", bytes);
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   return driver_->check(
       driver_->api().MemcpyDtoDAsync(device_pointer(dst), device_pointer(src), bytes, static_cast<CUstream>(stream)),
@@ -408,20 +444,20 @@ Status DeviceLauncher::copy_within_backend(void* dst, const void* src, std::size
 Status DeviceLauncher::fill(void* dst, std::uint8_t value, std::size_t bytes, void* stream) {
   if (bytes == 0) return {};
   if (dst == nullptr) return null_pointer("fill", bytes);
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   return driver_->check(driver_->api().MemsetD8Async(device_pointer(dst), value, bytes, static_cast<CUstream>(stream)),
                         "cuMemsetD8Async");
 }
 
 Status DeviceLauncher::synchronize(void* stream) {
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   return driver_->check(driver_->api().StreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
 }
 
 Result<bool> DeviceLauncher::capturing(void* stream) {
-  ContextScope scope(*this);
+  ContextScope scope(*this, stream);
   MOEJIT_TRY(scope.status());
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   MOEJIT_TRY(driver_->check(driver_->api().StreamIsCapturing(static_cast<CUstream>(stream), &capture),
@@ -431,7 +467,7 @@ Result<bool> DeviceLauncher::capturing(void* stream) {
 
 Result<CUdeviceptr> DeviceLauncher::allocate(std::size_t bytes) {
   if (bytes == 0) return error(Code::invalid_argument, "allocation of 0 bytes: expected at least 1");
-  ContextScope scope(*this);
+  ContextScope scope(*this, nullptr);
   MOEJIT_TRY(scope.status());
   CUdeviceptr p = 0;
   MOEJIT_TRY(driver_->check(driver_->api().MemAlloc(&p, bytes), "cuMemAlloc",
@@ -441,7 +477,7 @@ Result<CUdeviceptr> DeviceLauncher::allocate(std::size_t bytes) {
 
 Status DeviceLauncher::release(CUdeviceptr ptr) {
   if (ptr == 0) return {};
-  ContextScope scope(*this);
+  ContextScope scope(*this, nullptr);
   MOEJIT_TRY(scope.status());
   return driver_->check(driver_->api().MemFree(ptr), "cuMemFree");
 }

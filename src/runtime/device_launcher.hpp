@@ -2,11 +2,15 @@
 // The device backend's Launcher: resolved CUBINs run through the CUDA driver API (libcuda,
 // dlopened by runtime/cuda_driver).
 //
-// Contexts. Every operation runs in the context current on the calling thread when that context
-// belongs to the launcher's device (an engine's own context, or the primary context cudart
-// uses); otherwise (no context current, or another device's) in the device's primary context,
-// retained on first need, pushed for the call and popped after it. The caller's current context
-// is never changed across a call.
+// Contexts. An operation on a stream of its own (not the null, legacy or per-thread handle) runs
+// in the stream's context (cuStreamGetCtx), which must be of the launcher's device: an engine's
+// streams may belong to another context than the one current on the calling thread (a green
+// context's streams, another context of the device), and work is only issued to a stream in
+// its own context. Other operations run in the context current on the calling thread when that
+// context belongs to the launcher's device (an engine's own context, or the primary context
+// cudart uses); otherwise (no context current, or another device's) in the device's primary
+// context, retained on first need. A context that is not current is pushed for the call and
+// popped after it: the caller's current context is never changed across a call.
 //
 // Modules. A kernel's CUBIN is loaded once per (context, kernel key) with cuModuleLoadData; its
 // function is looked up by the lowered name in its metadata, loaded eagerly (cuFuncLoad) and,
@@ -94,7 +98,8 @@ class DeviceLauncher final : public Launcher {
   // Device-to-device copy on `stream` (benchmarks, buffer replication).
   Status copy_within_backend(void* dst, const void* src, std::size_t bytes, void* stream);
 
-  // Loads `kernel` into the calling thread's context (as launch() picks it) with an allowance
+  // Loads `kernel` into the calling thread's context (as launch() picks it for the null stream:
+  // the current context if it is this device's, else the primary one) with an allowance
   // of `dynamic_shared_bytes` (at least the kernel's own need), so that launches captured into
   // a graph later find it loaded.
   Status prepare(const ResolvedKernel& kernel, std::uint32_t dynamic_shared_bytes = 0) override;
