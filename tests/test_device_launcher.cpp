@@ -52,6 +52,8 @@ struct FakeState {
   std::atomic<int> set_attribute{0}, last_attribute_value{0}, launches_ex{0}, launches{0};
   std::atomic<int> htod{0}, dtoh{0}, dtod{0}, memsets{0}, syncs{0}, allocs{0}, frees{0}, capture_queries{0};
   std::atomic<int> stream_context_queries{0};
+  bool primary_active = true;  // what cuDevicePrimaryCtxGetState reports
+  CUcontext context_at_unload = nullptr;
   // The last launch; its launch attributes are copied (config.attrs points into the caller's
   // frame, which is gone by the time the test looks).
   CUlaunchConfig config{};
@@ -116,6 +118,11 @@ CudaApi fake_api() {
     return CUDA_SUCCESS;
   };
   a.DevicePrimaryCtxRelease = [](CUdevice) { ++g->releases; return CUDA_SUCCESS; };
+  a.DevicePrimaryCtxGetState = [](CUdevice, unsigned* flags, int* active) {
+    *flags = 0;
+    *active = g->primary_active ? 1 : 0;
+    return CUDA_SUCCESS;
+  };
   a.CtxGetCurrent = [](CUcontext* c) { *c = current(); return CUDA_SUCCESS; };
   a.CtxGetDevice = [](CUdevice* d) {
     if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -141,7 +148,11 @@ CudaApi fake_api() {
     *m = reinterpret_cast<CUmodule>(&g_module_storage[g->loads++ % 64]);
     return CUDA_SUCCESS;
   };
-  a.ModuleUnload = [](CUmodule) { ++g->unloads; return CUDA_SUCCESS; };
+  a.ModuleUnload = [](CUmodule) {
+    ++g->unloads;
+    g->context_at_unload = current();
+    return CUDA_SUCCESS;
+  };
   a.ModuleGetFunction = [](CUfunction* f, CUmodule m, const char* name) {
     if (std::strcmp(name, "fake_kernel") != 0) return CUDA_ERROR_NOT_FOUND;
     *f = reinterpret_cast<CUfunction>(m);
@@ -502,6 +513,57 @@ TEST_CASE("contexts: the engine's context on the device is used, otherwise the p
   // The launcher unloads what it loaded in the primary context and releases it.
   CHECK(fake.state.releases == fake.state.retains);
   CHECK(fake.state.unloads == 1);
+}
+
+TEST_CASE("contexts: modules in the primary context are unloaded with the launcher, also where it was only current") {
+  Fake fake;
+  auto l = fake.launcher();
+  TestParams params{};
+  const ResolvedKernel a = fake_kernel(4096, 1), b = fake_kernel(4096, 2);
+
+  SUBCASE("the primary context current as cudart leaves it, an engine context beside it") {
+    set_current(handle(g_primary));
+    REQUIRE(l->launch(a, dims_of(a), &params, sizeof params, nullptr).ok());
+    REQUIRE(l->launch(b, dims_of(b), &params, sizeof params, nullptr).ok());
+    set_current(handle(g_engine));
+    REQUIRE(l->launch(a, dims_of(a), &params, sizeof params, nullptr).ok());
+    CHECK(fake.state.loads == 3);
+    CHECK(fake.state.retains == 0);
+    set_current(nullptr);
+    l.reset();
+    CHECK(fake.state.unloads == 2);  // the primary context's two; the engine's one is its own
+    CHECK(fake.state.context_at_unload == handle(g_primary));
+    CHECK(fake.state.retains == 1);
+    CHECK(fake.state.releases == 1);
+    CHECK(fake.state.pushes == fake.state.pops);
+  }
+  SUBCASE("an inactive primary context is not created to unload from") {
+    set_current(handle(g_engine));
+    REQUIRE(l->launch(a, dims_of(a), &params, sizeof params, nullptr).ok());
+    fake.state.primary_active = false;
+    set_current(nullptr);
+    l.reset();
+    CHECK(fake.state.unloads == 0);
+    CHECK(fake.state.retains == 0);
+    CHECK(fake.state.releases == 0);
+  }
+  SUBCASE("a primary context reset since (a new context id): its modules are gone, nothing is unloaded") {
+    set_current(handle(g_primary));
+    REQUIRE(l->launch(a, dims_of(a), &params, sizeof params, nullptr).ok());
+    const unsigned long long old_id = g_primary.id;
+    g_primary.id = 77;
+    set_current(nullptr);
+    l.reset();
+    g_primary.id = old_id;
+    CHECK(fake.state.unloads == 0);
+    CHECK(fake.state.retains == fake.state.releases);
+  }
+  SUBCASE("nothing loaded: the driver is not asked") {
+    l.reset();
+    CHECK(fake.state.retains == 0);
+    CHECK(fake.state.pushes == 0);
+  }
+  set_current(nullptr);
 }
 
 TEST_CASE("contexts: work on a stream runs in the stream's own context, which must be of the device") {

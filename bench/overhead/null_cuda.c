@@ -86,6 +86,12 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+  (void)device;
+  *flags = 0;
+  *active = 1;
+  return CUDA_SUCCESS;
+}
 CUresult cuCtxGetCurrent(CUcontext* context) {
   *context = t_depth > 0 ? t_stack[t_depth - 1] : NULL;
   return CUDA_SUCCESS;

@@ -36,6 +36,7 @@ const std::vector<Binding>& bindings() {
       MOEJIT_CU(DeviceGetAttribute, "cuDeviceGetAttribute"),
       MOEJIT_CU(DeviceTotalMem, "cuDeviceTotalMem_v2"),
       MOEJIT_CU(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+      MOEJIT_CU(DevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState"),
       MOEJIT_CU(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
       MOEJIT_CU(CtxGetCurrent, "cuCtxGetCurrent"),
       MOEJIT_CU(CtxGetDevice, "cuCtxGetDevice"),

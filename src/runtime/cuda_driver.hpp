@@ -33,6 +33,7 @@ struct CudaApi {
   decltype(&::cuDeviceGetAttribute) DeviceGetAttribute;
   decltype(&::cuDeviceTotalMem_v2) DeviceTotalMem;
   decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain;
+  decltype(&::cuDevicePrimaryCtxGetState) DevicePrimaryCtxGetState;
   decltype(&::cuDevicePrimaryCtxRelease_v2) DevicePrimaryCtxRelease;
   decltype(&::cuCtxGetCurrent) CtxGetCurrent;
   decltype(&::cuCtxGetDevice) CtxGetDevice;

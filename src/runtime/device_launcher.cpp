@@ -34,6 +34,16 @@ bool is_own_stream(CUstream stream) {
   return stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
 }
 
+// What loaded functions are keyed by: the driver's context id, unique for the process's life,
+// because a destroyed context's handle may come back for a new context with none of its
+// modules (the handle itself only where the driver predates cuCtxGetId).
+std::uint64_t context_id(const CudaApi& api, CUcontext context) {
+  unsigned long long id = 0;
+  return api.CtxGetId != nullptr && api.CtxGetId(context, &id) == CUDA_SUCCESS
+             ? id
+             : static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(context));
+}
+
 }  // namespace
 
 Result<Arch> arch_for_compute_capability(int major, int minor) {
@@ -120,20 +130,14 @@ class DeviceLauncher::ContextScope {
 
   const Status& status() const { return status_; }
   CUcontext context() const { return context_; }
-  // What loaded functions are keyed by: the driver's context id, unique for the process's life,
-  // because a destroyed context's handle may come back for a new context with none of its
-  // modules (the handle itself only where the driver predates cuCtxGetId).
-  std::uint64_t id() const { return id_; }
+  std::uint64_t id() const { return id_; }  // context_id() of context()
 
  private:
   const CudaApi& api_;
   Status status_;
   void set(CUcontext context) {
     context_ = context;
-    unsigned long long id = 0;
-    id_ = api_.CtxGetId != nullptr && api_.CtxGetId(context, &id) == CUDA_SUCCESS
-              ? id
-              : static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(context));
+    id_ = context_id(api_, context);
   }
 
   template <class... Args>
@@ -193,17 +197,30 @@ Result<std::unique_ptr<DeviceLauncher>> DeviceLauncher::create(int ordinal, cons
 DeviceLauncher::DeviceLauncher(const CudaDriver* driver, DeviceInfo info) : driver_(driver), info_(std::move(info)) {}
 
 DeviceLauncher::~DeviceLauncher() {
+  // Modules in the device's primary context are unloaded with the launcher, whether the launcher
+  // retained that context or found it current (cudart's): the context outlives the launcher and
+  // would hold them (code and constant memory) for the rest of the process. One that is not
+  // active is not created for it: it holds nothing of ours. Modules in other contexts are left
+  // to those contexts, whose handles may be dangling by now. Failures are ignored: at process
+  // exit the driver may already be shutting down.
   const CudaApi& api = driver_->api();
   CUcontext primary = primary_.load();
-  if (primary == nullptr) return;  // nothing loaded in a context of ours
-  // Failures are ignored: at process exit the driver may already be shutting down.
+  if (primary == nullptr) {
+    unsigned flags = 0;
+    int active = 0;
+    if (table_.empty() || api.DevicePrimaryCtxGetState(info_.device, &flags, &active) != CUDA_SUCCESS ||
+        active == 0 || api.DevicePrimaryCtxRetain(&primary, info_.device) != CUDA_SUCCESS)
+      return;
+  }
   if (api.CtxPushCurrent(primary) == CUDA_SUCCESS) {
+    // By id: after a reset the primary context is a new one, without the old one's modules.
+    const std::uint64_t id = context_id(api, primary);
     for (const auto& [key, f] : table_)
-      if (f->context == primary) (void)api.ModuleUnload(f->module);
+      if (key.context_id == id) (void)api.ModuleUnload(f->module);
     CUcontext popped = nullptr;
     (void)api.CtxPopCurrent(&popped);
   }
-  (void)api.DevicePrimaryCtxRelease(info_.device);
+  (void)api.DevicePrimaryCtxRelease(info_.device);  // the launcher's retain, or the one above
 }
 
 Result<CUcontext> DeviceLauncher::primary_context() const {
@@ -250,7 +267,6 @@ Result<const DeviceLauncher::LoadedFunction*> DeviceLauncher::load(CUcontext con
                  slug, kernel.binary.size());
 
   auto f = std::make_unique<LoadedFunction>();
-  f->context = context;
   MOEJIT_TRY(driver_->check(api.ModuleLoadData(&f->module, kernel.binary.data()), "cuModuleLoadData",
                             fmt::format("of kernel {} ({} bytes) on device {} ({}, {})", slug, kernel.binary.size(),
                                         info_.ordinal, info_.name, to_string(info_.arch))));

@@ -15,8 +15,9 @@
 // Modules. A kernel's CUBIN is loaded once per (context, kernel key) with cuModuleLoadData; its
 // function is looked up by the lowered name in its metadata, loaded eagerly (cuFuncLoad) and,
 // when it needs more dynamic shared memory than the driver allows by default (48 KB less its
-// static shared memory), given that allowance once. Modules in the retained primary context are
-// unloaded with the launcher; those in an engine's context go with that context.
+// static shared memory), given that allowance once. Modules in the device's primary context
+// (retained by the launcher, or current as cudart leaves it) are unloaded with the launcher;
+// those in another context go with that context.
 //
 // Hot path. Once a kernel is loaded in a context, launch() validates its arguments (integer
 // compares), reads the current context, finds the function under a shared lock (one hash probe)
@@ -118,14 +119,13 @@ class DeviceLauncher final : public Launcher {
  private:
   class ContextScope;
   struct LoadedFunction {
-    CUcontext context = nullptr;
     CUmodule module = nullptr;
     CUfunction function = nullptr;
     std::size_t params_bytes = 0;               // 0: the driver cannot tell (before 12.4)
     std::atomic<std::uint32_t> shared_limit{0};  // dynamic shared memory the function may use
   };
   struct FunctionKey {
-    std::uint64_t context_id;  // see ContextScope::id()
+    std::uint64_t context_id;  // the driver's context id (context_id() in the .cpp)
     Hash128 kernel;
     friend bool operator==(const FunctionKey&, const FunctionKey&) = default;
   };
