@@ -123,7 +123,9 @@ struct GemmShape {
 
 // A-tile rows are kRowChunks chunks of 16 bytes (BK / 8 for 16-bit activations, BK / 16 for
 // e4m3, BK / 32 for e2m1); chunk c of row r is stored at chunk c ^ f(r) so that the 8 rows an ldmatrix reads at
-// one chunk hit 8 different 16-byte bank groups of the 128-byte bank row.
+// one chunk hit 8 different 16-byte bank groups of the 128-byte bank row. f repeats every
+// kSwizzleRows rows.
+constexpr u32 kSwizzleRows = 8;
 template <u32 kRowChunks>
 MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
   if constexpr (kRowChunks == 2) return chunk ^ ((row / 4) % 2);
@@ -292,7 +294,6 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // offsets are even: lda and every stage start are multiples of 32).
   constexpr u32 kActBits = S::kActBits, kARowChunks = S::kARowChunks;
   const unsigned char* a_src[S::kAPerThread];
-  u32 a_dst[S::kAPerThread];
   bool a_valid[S::kAPerThread];
   for (u32 i = 0; i < S::kAPerThread; ++i) {
     const u32 c = tid + i * T, r = c / kARowChunks, chunk = c % kARowChunks;
@@ -302,8 +303,20 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     a_valid[i] = off >= 0;
     a_src[i] = static_cast<const unsigned char*>(p.a) +
                (max_of<i64>(off, 0) + static_cast<i64>(work.stage_begin) * BK + chunk * (128 / kActBits)) * kActBits / 8;
-    a_dst[i] = r * S::kARowBytes + swizzle_chunk<kARowChunks>(r, chunk) * 16;
   }
+  // Chunk i's place in the stage. Where T chunks span whole swizzle periods, chunk i lies a
+  // constant distance past the first, so the main loop needs the first offset only: ptxas
+  // rebuilt each one from tid every stage in the 64x128x64 tile (sm_90a), where the loop uses
+  // nearly every register.
+  constexpr bool kADstStep = T % kARowChunks == 0 && T / kARowChunks % kSwizzleRows == 0;
+  auto a_dst_of_chunk = [&](u32 c) {
+    const u32 r = c / kARowChunks;
+    return r * S::kARowBytes + swizzle_chunk<kARowChunks>(r, c % kARowChunks) * 16;
+  };
+  const u32 a_dst0 = a_dst_of_chunk(tid);
+  auto a_dst = [&](u32 i) {
+    return kADstStep ? a_dst0 + i * (T / kARowChunks) * S::kARowBytes : a_dst_of_chunk(tid + i * T);
+  };
 
   // Scales and zero points: thread tid < chunks copies chunk tid of the stage's rows.
   const u8* scales = static_cast<const u8*>(p.b_scales);
@@ -326,7 +339,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   auto load_activations = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
     for (u32 j = 0; j < S::kAPerThread; ++j)
-      if (a_valid[j]) cp_async_ca_16(stage + a_dst[j], a_src[j] + static_cast<u64>(i) * S::kARowBytes);
+      if (a_valid[j]) cp_async_ca_16(stage + a_dst(j), a_src[j] + static_cast<u64>(i) * S::kARowBytes);
   };
   auto load_weights = [&](u32 slot, u32 i) {
     unsigned char* stage = smem + slot * S::kStageBytes;
