@@ -323,7 +323,7 @@ Status Store::publish(const Entry& entry, AfterPublish after) {
   }
   const std::string bytes = encode_entry(entry);
   Status s = write_file_atomic(path, bytes);
-  if (!s.ok() && last_io_errno() == ENOENT) {
+  if (!s.ok() && s.system_error() == ENOENT) {
     // The directory was removed under a running process (a cache cleared by hand, a deployment
     // replacing it): made again, with the checks the constructor makes, and written once more.
     const std::string entries = (fs::path(options_.dir) / kEntriesDir).string();
@@ -341,7 +341,7 @@ Status Store::publish(const Entry& entry, AfterPublish after) {
     // Out of descriptors or memory passes; the store stays on disk for the next kernel. Any
     // other failure (full disk, quota, read-only, permissions, I/O error, a removed directory
     // that could not be made again) would fail every later publish too.
-    const int cause = last_io_errno();
+    const int cause = s.system_error();
     if (cause == EMFILE || cause == ENFILE || cause == ENOMEM || cause == ENOBUFS ||
         cause == EAGAIN || cause == EINTR) {
       log(LogLevel::warn, "kernel {} not stored, this time: {}", entry.key.hex(), s.message());

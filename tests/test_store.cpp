@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "cache/bundle.hpp"
 #include "cache/store.hpp"
 #include "compile/nvrtc_library.hpp"
+#include "support/fs.hpp"
 #include "test_support.hpp"
 
 using namespace moejit;
@@ -222,6 +224,21 @@ TEST_CASE("the resolver works memory-only when the store is unusable") {
   REQUIRE(again.ok());
   CHECK(again->source == KernelSource::memory);
   CHECK(logs.count_containing("kept in memory only") == 1);
+}
+
+TEST_CASE("a failed atomic write carries the errno behind it, which the store's publish decides by") {
+  TempDir dir;
+  const Status missing = write_file_atomic(dir / "no-such-dir/file", random_bytes(64));
+  CHECK(missing.code() == Code::io_error);
+  CHECK(missing.system_error() == ENOENT);
+  const std::string file = dir / "a-file";
+  REQUIRE(write_file_atomic(file, random_bytes(64)).ok());
+  const Status under_a_file = write_file_atomic(file + "/child", random_bytes(64));
+  CHECK(under_a_file.system_error() == ENOTDIR);
+  CHECK(under_a_file.message().find(std::strerror(ENOTDIR)) != std::string::npos);
+  // Failures that are no system call's carry none.
+  CHECK(error(Code::io_error, "not a system call's").system_error() == 0);
+  CHECK(Status{}.system_error() == 0);
 }
 
 TEST_CASE("a full disk during publish degrades to memory-only with one warning") {

@@ -20,15 +20,11 @@ void UniqueFd::reset(int fd) {
 }
 
 namespace {
-thread_local int t_last_io_errno = 0;
-
+// An io_error carrying `err` (Status::system_error).
 Status errno_status(std::string_view what, const std::string& path, int err) {
-  t_last_io_errno = err;
-  return error(Code::io_error, "{} '{}': {}", what, path, std::strerror(err));
+  return Status(Code::io_error, fmt::format("{} '{}': {}", what, path, std::strerror(err)), err);
 }
 }  // namespace
-
-int last_io_errno() { return t_last_io_errno; }
 
 Result<std::string> read_fd(int fd, const std::string& path_for_errors, std::uint64_t max_bytes) {
   std::string data;
@@ -260,7 +256,6 @@ Status AtomicFileWriter::commit() {
 }
 
 Status write_file_atomic(const std::string& path, std::string_view data) {
-  t_last_io_errno = 0;
   MOEJIT_ASSIGN_OR_RETURN(AtomicFileWriter file, AtomicFileWriter::create(path));
   MOEJIT_TRY(file.write(data));
   return file.commit();

@@ -134,11 +134,6 @@ class AtomicFileWriter {
 // whole new one, never a part. The temporary is removed on failure.
 Status write_file_atomic(const std::string& path, std::string_view data);
 
-// The errno behind the last system-call failure a function of this file reported on this
-// thread; write_file_atomic clears it first, so after its failure it is that failure's cause
-// (0: not a system call's). For callers that must tell a full disk from a transient failure.
-int last_io_errno();
-
 // A name unique to this process and call, for temporaries: "<pid>.<counter>.<random>".
 std::string unique_suffix();
 

@@ -30,11 +30,15 @@ const char* code_name(Code code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message, int system_error = 0)
+      : code_(code), message_(std::move(message)), system_error_(system_error) {}
 
   bool ok() const { return code_ == Code::ok; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The errno of the system call whose failure this is (0: not a system call's, or not known).
+  // For callers that must tell a full disk from a transient failure.
+  int system_error() const { return system_error_; }
 
   // "invalid_argument: field 'bm' must be ..." — for logs and CLI output.
   std::string to_string() const;
@@ -42,6 +46,7 @@ class [[nodiscard]] Status {
  private:
   Code code_ = Code::ok;
   std::string message_;
+  int system_error_ = 0;
 };
 
 inline Status ok_status() { return {}; }
