@@ -126,6 +126,7 @@ struct GemmShape {
 // one chunk hit 8 different 16-byte bank groups of the 128-byte bank row. f repeats every
 // kSwizzleRows rows.
 constexpr u32 kSwizzleRows = 8;
+static_assert(16 % kSwizzleRows == 0, "an m16 tile's rows start at the same place in the swizzle pattern");
 template <u32 kRowChunks>
 MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
   if constexpr (kRowChunks == 2) return chunk ^ ((row / 4) % 2);
@@ -469,6 +470,17 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
 
   const float kZero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 
+  // The lane's ldmatrix.x4 address in a stage's A tile for the warp's first m16 tile, at chunk
+  // column `chunk` (matrix q = lane / 8 is rows +8 if q is odd, the next chunk if q >= 2). Tile
+  // mt lies mt * kAM16Bytes further on: 16 rows are whole swizzle periods, so the swizzle is the
+  // same and the addresses differ by constants the loads take as immediates (ptxas added each
+  // tile's offset per load before: 15-25 more instructions per stage in sm_90a's 64-row tiles).
+  const u32 a_lane_row = warp_m * S::WM + lane % 8 + 8 * (lane / 8 % 2);
+  constexpr u32 kAM16Bytes = 16 * S::kARowBytes;
+  auto a_fragment = [&](const unsigned char* stage, u32 chunk) {
+    return stage + a_lane_row * S::kARowBytes + swizzle_chunk<kARowChunks>(a_lane_row, chunk + lane / 16) * 16;
+  };
+
   // One stage: BK / 32 tiles of 32 k; each warp dequantizes its strips and runs its mma's.
   auto compute_stage = [&](u32 slot, u32 i) {
     const unsigned char* stage = smem + slot * S::kStageBytes;
@@ -549,12 +561,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
             }
           }
         }
+        const unsigned char* a_kk = a_fragment(stage, kk * 2);
         for (u32 mt = 0; mt < S::kMTiles; ++mt) {
-          const u32 q = lane / 8;
-          const u32 row = warp_m * S::WM + mt * 16 + lane % 8 + 8 * (q % 2);
-          const u32 chunk = kk * 2 + q / 2;
           u32 a[4];
-          ldmatrix_x4(a, stage + row * BK + swizzle_chunk<kARowChunks>(row, chunk) * 16);
+          ldmatrix_x4(a, a_kk + mt * kAM16Bytes);
           if constexpr (S::kInt4ViaF16)
             for (u32 r = 0; r < 4; ++r) a[r] = prmt(a[r], 0u, 0x3120u);  // bytes 0, 2, 1, 3
           if constexpr (S::kE4m3ViaF16) {
@@ -622,13 +632,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       }
 
       for (u32 step = 0; step < 2; ++step) {
+        const unsigned char* a_step = a_fragment(stage, kk * 4 + step * 2);
         for (u32 mt = 0; mt < S::kMTiles; ++mt) {
-          // ldmatrix.x4: matrix q = lane / 8 is (rows +8 if q odd) x (k +8 if q >= 2).
-          const u32 q = lane / 8;
-          const u32 row = warp_m * S::WM + mt * 16 + lane % 8 + 8 * (q % 2);
-          const u32 chunk = kk * 4 + step * 2 + q / 2;
           u32 a[4];
-          ldmatrix_x4(a, stage + row * BK * 2 + swizzle_chunk<kARowChunks>(row, chunk) * 16);
+          ldmatrix_x4(a, a_step + mt * kAM16Bytes);
           for (u32 j = 0; j < S::kN8; ++j) {
             const u32 bb[2] = {b[j][2 * step], b[j][2 * step + 1]};
             float(&d)[4] = kFragmentScales ? acc[mt][j] : part[mt][j];
@@ -696,12 +703,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         scale_b[s32][0] = prmt(s0, s1, 0x5140u);
         scale_b[s32][1] = prmt(s0, s1, 0x7362u);
       }
+      const unsigned char* a_step = a_fragment(stage, 2 * step);
       for (u32 mt = 0; mt < S::kMTiles; ++mt) {
-        const u32 q = lane / 8;
-        const u32 row = warp_m * S::WM + mt * 16 + lane % 8 + 8 * (q % 2);
-        const u32 chunk = 2 * step + q / 2;
         u32 a[4];
-        ldmatrix_x4(a, stage + row * S::kARowBytes + swizzle_chunk<S::kARowChunks>(row, chunk) * 16);
+        ldmatrix_x4(a, a_step + mt * kAM16Bytes);
         for (u32 j = 0; j < S::kN8; ++j) {
           const u32 bj[2] = {b[j][0], b[j][1]};
           mma_e2m1_block_scaled(step % 2, j % 2, acc[mt][j], a, bj, acc[mt][j], a_scales_now[mt][step / 2],
