@@ -69,55 +69,14 @@ Result<Arch> arch_for_compute_capability(int major, int minor) {
 // pushed for the scope.
 class DeviceLauncher::ContextScope {
  public:
-  ContextScope(const DeviceLauncher& launcher, void* stream_handle) : api_(launcher.driver_->api()) {
-    const CudaDriver& driver = *launcher.driver_;
+  ContextScope(const DeviceLauncher& launcher, void* stream) : api_(launcher.driver_->api()) {
     CUcontext current = nullptr;
     if (CUresult r = api_.CtxGetCurrent(&current); r != CUDA_SUCCESS) {
-      status_ = driver.check(r, "cuCtxGetCurrent");
+      status_ = launcher.driver_->check(r, "cuCtxGetCurrent");
       return;
     }
-    if (const auto stream = static_cast<CUstream>(stream_handle); is_own_stream(stream)) {
-      CUcontext owner = nullptr;
-      if (CUresult r = api_.StreamGetCtx(stream, &owner); r != CUDA_SUCCESS) {
-        status_ = driver.check(r, "cuStreamGetCtx", fmt::format("of stream {}", stream_handle));
-        return;
-      }
-      if (owner != current && !push(driver, owner, "of stream {}'s context", stream_handle)) return;
-      if (owner != launcher.primary_.load(std::memory_order_acquire)) {
-        CUdevice device = -1;
-        if (CUresult r = api_.CtxGetDevice(&device); r != CUDA_SUCCESS) {
-          status_ = driver.check(r, "cuCtxGetDevice", fmt::format("of stream {}'s context", stream_handle));
-          return;
-        }
-        if (device != launcher.info_.device) {
-          status_ = error(Code::invalid_argument,
-                          "stream {} belongs to a context of CUdevice {}: expected a stream of device {} ({}), "
-                          "the moejit context's device",
-                          stream_handle, device, launcher.info_.ordinal, launcher.info_.name);
-          return;
-        }
-      }
-      set(owner);
-      return;
-    }
-    if (current != nullptr) {
-      if (current == launcher.primary_.load(std::memory_order_acquire)) {
-        set(current);
-        return;
-      }
-      CUdevice device = -1;
-      // A destroyed or unusable current context is no reason to fail: the primary one will do.
-      if (api_.CtxGetDevice(&device) == CUDA_SUCCESS && device == launcher.info_.device) {
-        set(current);
-        return;
-      }
-    }
-    auto primary = launcher.primary_context();
-    if (!primary.ok()) {
-      status_ = primary.status();
-      return;
-    }
-    if (push(driver, *primary, "of the device's primary context")) set(*primary);
+    status_ = is_own_stream(static_cast<CUstream>(stream)) ? enter_stream_context(launcher, stream, current)
+                                                            : enter_current_or_primary(launcher, current);
   }
   ~ContextScope() {
     if (pushed_) {
@@ -140,14 +99,53 @@ class DeviceLauncher::ContextScope {
     id_ = context_id(api_, context);
   }
 
-  template <class... Args>
-  bool push(const CudaDriver& driver, CUcontext context, fmt::format_string<Args...> what, Args&&... args) {
-    if (CUresult r = api_.CtxPushCurrent(context); r != CUDA_SUCCESS) {
-      status_ = driver.check(r, "cuCtxPushCurrent", fmt::format(what, std::forward<Args>(args)...));
-      return false;
+  // The stream's own context, which must be of the launcher's device.
+  Status enter_stream_context(const DeviceLauncher& launcher, void* stream, CUcontext current) {
+    const CudaDriver& driver = *launcher.driver_;
+    CUcontext owner = nullptr;
+    if (CUresult r = api_.StreamGetCtx(static_cast<CUstream>(stream), &owner); r != CUDA_SUCCESS)
+      return driver.check(r, "cuStreamGetCtx", fmt::format("of stream {}", stream));
+    if (owner != current) MOEJIT_TRY(push(driver, owner, "of stream {}'s context", stream));
+    if (owner != launcher.primary_.load(std::memory_order_acquire)) {
+      CUdevice device = -1;
+      if (CUresult r = api_.CtxGetDevice(&device); r != CUDA_SUCCESS)
+        return driver.check(r, "cuCtxGetDevice", fmt::format("of stream {}'s context", stream));
+      if (device != launcher.info_.device)
+        return error(Code::invalid_argument,
+                     "stream {} belongs to a context of CUdevice {}: expected a stream of device {} ({}), the "
+                     "moejit context's device",
+                     stream, device, launcher.info_.ordinal, launcher.info_.name);
     }
+    set(owner);
+    return {};
+  }
+
+  // The current context when it is of the launcher's device, else the primary one.
+  Status enter_current_or_primary(const DeviceLauncher& launcher, CUcontext current) {
+    if (current != nullptr) {
+      if (current == launcher.primary_.load(std::memory_order_acquire)) {
+        set(current);
+        return {};
+      }
+      CUdevice device = -1;
+      // A destroyed or unusable current context is no reason to fail: the primary one will do.
+      if (api_.CtxGetDevice(&device) == CUDA_SUCCESS && device == launcher.info_.device) {
+        set(current);
+        return {};
+      }
+    }
+    MOEJIT_ASSIGN_OR_RETURN(CUcontext primary, launcher.primary_context());
+    MOEJIT_TRY(push(*launcher.driver_, primary, "of the device's primary context"));
+    set(primary);
+    return {};
+  }
+
+  template <class... Args>
+  Status push(const CudaDriver& driver, CUcontext context, fmt::format_string<Args...> what, Args&&... args) {
+    if (CUresult r = api_.CtxPushCurrent(context); r != CUDA_SUCCESS)
+      return driver.check(r, "cuCtxPushCurrent", fmt::format(what, std::forward<Args>(args)...));
     pushed_ = true;
-    return true;
+    return {};
   }
 
   CUcontext context_ = nullptr;
