@@ -49,6 +49,9 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   in.warps_per_cta = static_cast<std::uint32_t>(warps);
   in.ctas_per_sm = r.occupancy.ctas_per_sm;
   in.ctas = r.ctas;
+  // Every row of a tile goes through the mma's, rows without a token too.
+  in.mma_per_cta = loop.mma_per_stage * warps * r.stages_per_cta;
+  in.mma_per_clock = device.mma_per_clock;
   r.bounds = predict_bounds(in);
 
   r.active_experts = expected_active_experts(c.tokens, c.topk(), c.experts());

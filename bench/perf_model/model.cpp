@@ -34,6 +34,11 @@ constexpr std::string_view kAssumptions[] = {
     "Fill rate = 40 bytes per clock per SM from L2 (our estimate: the A100 whitepaper's 5120 B/clk of L2 read "
     "bandwidth over 108 SMs is about 47; no figure is published for later chips): SMs without CTAs move nothing, "
     "and an SM with more CTAs than its share takes longer (wave quantization).",
+    "Mma rate = a CTA's HBM bytes / its mma warp-instructions (bm*bn*bk/warps/MACs per mma per stage and warp, "
+    "times warps and stages; rows without a token are multiplied too) * the profile's mma instructions per SM per "
+    "clock * boost clock. That figure is bf16 m16n8k16 mma.sync, f32 accumulate; e4m3 m16n8k32 and e2m1 m16n8k64 "
+    "are taken to issue at the same rate where native. On sm_90 and sm_100 it is our estimate from public "
+    "measurements (mma.sync is not their fastest tensor-core path); elsewhere the datasheet's dense peak.",
     "Predicted fraction of the HBM floor = floor time / the busiest SM's time with each round at its smallest "
     "rate (and the latency ramp): at most the smallest bound, which is reported as binding.",
     "CTAs = grid x (ceil(N / bn)) * expected active tiles * split-K, grid and block from the real launch shape; "
@@ -45,10 +50,10 @@ constexpr std::string_view kAssumptions[] = {
     "Floor = expected active experts (E * (1 - (1 - topk/E)^T)) * (N*K/2 + scale + zero-point bytes) / datasheet "
     "DRAM bandwidth; predicted time = floor / predicted fraction. Activations, outputs and routing are not in "
     "the floor.",
-    "Device figures (SMs, boost clock, bandwidth, loaded latency) are src/spec/device_profiles.cpp's.",
-    "Token counts above 64 (decode is T <= 64, DESIGN §10) are flagged prefill and reported for completeness: "
-    "they are compute-bound and the memory bounds say little there; the mma share of the main loop (tiles of 64 "
-    "rows or more) is the figure to read.",
+    "Device figures (SMs, boost clock, bandwidth, loaded latency, mma rate) are src/spec/device_profiles.cpp's.",
+    "Token counts above 64 (decode is T <= 64, DESIGN §10) are flagged prefill: they are mostly bound by the "
+    "tensor cores, which the mma rate models; the fraction of the HBM floor is then small by nature, and the "
+    "mma share of the main loop (tiles of 64 rows or more) says how close the loop comes to feeding them.",
 };
 
 }  // namespace

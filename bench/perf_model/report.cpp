@@ -123,7 +123,10 @@ json case_json(const CaseRecord& rec) {
   j["inflight_bytes_per_sm"] = r.bounds.inflight_bytes_per_sm;
   j["needed_inflight_bytes"] = r.bounds.needed_inflight_bytes;
   j["waves"] = r.bounds.waves;
-  j["bounds"] = {{"issue", r.bounds.issue}, {"latency", r.bounds.latency}, {"fill", r.bounds.fill}};
+  j["bounds"] = {{"issue", r.bounds.issue},
+                 {"latency", r.bounds.latency},
+                 {"fill", r.bounds.fill},
+                 {"mma", r.bounds.mma}};
   j["predicted_fraction"] = r.bounds.fraction;
   j["binding"] = to_string(r.bounds.binding);
   j["active_experts"] = r.active_experts;
@@ -183,6 +186,7 @@ nlohmann::ordered_json report_json(const RunInfo& run, std::span<const KernelAna
                         {"clock_ghz", p.clock_ghz},
                         {"memory_bytes_per_s", p.memory_bytes_per_s},
                         {"memory_latency_ns", p.memory_latency_ns},
+                        {"mma_per_clock", p.mma_per_clock},
                         {"shared_per_sm", p.shared_per_sm},
                         {"registers_per_sm", p.registers_per_sm},
                         {"max_threads_per_sm", p.max_threads_per_sm},
@@ -252,7 +256,8 @@ std::string report_markdown(const RunInfo& run, std::span<const CaseRecord> case
 
     md += fmt::format("#### {} ({}, {} SMs, {:.2f} TB/s): predicted % of the HBM floor\n\n", p.name, to_string(p.arch),
                       p.sms, p.memory_bytes_per_s / 1e12);
-    md += "Binding bound: I issue, L latency (bytes in flight), F fill (busy SMs, CTAs on the busiest SM); T marked * is prefill.\n\n";
+    md += "Binding bound: I issue, L latency (bytes in flight), F fill (busy SMs, CTAs on the busiest SM), M mma "
+          "(tensor cores); T marked * is prefill.\n\n";
     md += "| model | GEMM | format |";
     for (auto t : tokens) md += fmt::format(" T={}{} |", t, t > kLargestDecodeTokens ? "*" : "");
     md += "\n|---|---|---|";
@@ -270,25 +275,25 @@ std::string report_markdown(const RunInfo& run, std::span<const CaseRecord> case
     const std::uint32_t t0 = tokens.front();
     md += fmt::format("\nAt T={} ({}):\n\n", t0, p.name);
     md += "| model | GEMM | format | tile | weight B/instr | scale B/instr | instr/stage | registers | CTAs/SM | "
-          "CTAs | in flight KB/SM | issue | latency | fill |\n";
-    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+          "CTAs | in flight KB/SM | issue | latency | fill | mma |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& row : rows) {
       auto it = cells.find({row, t0});
       if (it == cells.end()) continue;
       const CaseRecord& rec = *it->second;
       if (!rec.result) {
-        md += fmt::format("| {} | {} | {} | {} | error: {} |||||||||\n", row.model, to_string(row.gemm), row.format,
+        md += fmt::format("| {} | {} | {} | {} | error: {} ||||||||||\n", row.model, to_string(row.gemm), row.format,
                           tile_text(rec.c->spec), rec.error);
         continue;
       }
       const CaseResult& r = *rec.result;
       md += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.3f} | {:.0f} | {} | {} | {:.0f} | {:.1f} | {:.0f}% | "
-                        "{:.0f}% | {:.0f}% |\n",
+                        "{:.0f}% | {:.0f}% | {:.0f}% |\n",
                         row.model, to_string(row.gemm), row.format, tile_text(rec.c->spec),
                         r.weight_bytes_per_instruction, r.scale_zero_bytes_per_instruction,
                         r.instructions_per_iteration / r.stages_per_iteration, rec.kernel->kernel->meta.registers,
                         r.occupancy.ctas_per_sm, r.ctas, r.bounds.inflight_bytes_per_sm / 1024, 100 * r.bounds.issue,
-                        100 * r.bounds.latency, 100 * r.bounds.fill);
+                        100 * r.bounds.latency, 100 * r.bounds.fill, 100 * r.bounds.mma);
     }
     md += "\n";
   }
@@ -302,11 +307,11 @@ std::string case_line(const CaseRecord& rec) {
   if (!rec.result) return head + ": error: " + rec.error;
   const CaseResult& r = *rec.result;
   return fmt::format("{}: {:.2f} weight + {:.3f} scale B/warp-instr, {} CTAs/SM, {:.1f} CTAs, {:.1f} KB in flight/SM; "
-                     "issue {:.1f}% latency {:.1f}% fill {:.1f}% -> predicted fraction {:.1f}% of the HBM floor "
-                     "({} bound), {:.2f} us vs floor {:.2f} us",
+                     "issue {:.1f}% latency {:.1f}% fill {:.1f}% mma {:.1f}% -> predicted fraction {:.1f}% of the HBM "
+                     "floor ({} bound), {:.2f} us vs floor {:.2f} us",
                      head, r.weight_bytes_per_instruction, r.scale_zero_bytes_per_instruction, r.occupancy.ctas_per_sm,
                      r.ctas, r.bounds.inflight_bytes_per_sm / 1024, 100 * r.bounds.issue, 100 * r.bounds.latency,
-                     100 * r.bounds.fill, 100 * r.bounds.fraction, to_string(r.bounds.binding),
+                     100 * r.bounds.fill, 100 * r.bounds.mma, 100 * r.bounds.fraction, to_string(r.bounds.binding),
                      r.predicted_seconds * 1e6, r.floor_seconds * 1e6);
 }
 

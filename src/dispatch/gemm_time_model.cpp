@@ -25,6 +25,7 @@ std::string_view to_string(TimeBound b) {
     case TimeBound::issue: return "issue";
     case TimeBound::latency: return "latency";
     case TimeBound::fill: return "fill";
+    case TimeBound::mma: return "mma";
   }
   return "issue";
 }
@@ -55,7 +56,12 @@ GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
   auto latency_rate = [&](double r) { return r * in_flight_per_cta / latency; };
   const double fill_rate = in.sm_fill_bytes_per_clock * clock;
   auto fill_rate_of = [&](double) { return fill_rate; };
-  auto slowest_rate = [&](double r) { return std::min({issue_rate(r), latency_rate(r), fill_rate}); };
+  // The tensor pipe is the SM's, shared by its resident CTAs: the same rate for any r.
+  const double tensor_rate = in.mma_per_cta > 0 && in.mma_per_clock > 0
+                                 ? cta_bytes * in.mma_per_clock * clock / in.mma_per_cta
+                                 : std::numeric_limits<double>::infinity();
+  auto tensor_rate_of = [&](double) { return tensor_rate; };
+  auto slowest_rate = [&](double r) { return std::min({issue_rate(r), latency_rate(r), fill_rate, tensor_rate}); };
 
   // The busiest SM's time: full rounds of ctas_per_sm CTAs, then the rest; `ramp` before each.
   const double full_rounds = std::floor(e.ctas_on_busiest_sm / in.ctas_per_sm);
@@ -75,6 +81,7 @@ GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
   e.issue = bound_of(busiest_sm_seconds(issue_rate, 0.0));
   e.latency = bound_of(busiest_sm_seconds(latency_rate, latency));
   e.fill = bound_of(busiest_sm_seconds(fill_rate_of, 0.0));
+  e.mma = bound_of(busiest_sm_seconds(tensor_rate_of, 0.0));
   const double reduction =
       in.split_k > 1 ? in.split_step_ns * 1e-9 + (in.split_k - 2.0) * in.split_partial_bytes / fill_rate : 0.0;
   const double busiest = busiest_sm_seconds(slowest_rate, latency) + reduction;
@@ -87,7 +94,11 @@ GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
     smallest = e.latency;
     e.binding = TimeBound::latency;
   }
-  if (e.fill < smallest) e.binding = TimeBound::fill;
+  if (e.fill < smallest) {
+    smallest = e.fill;
+    e.binding = TimeBound::fill;
+  }
+  if (e.mma < smallest) e.binding = TimeBound::mma;
   return e;
 }
 

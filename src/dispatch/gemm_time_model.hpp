@@ -12,6 +12,9 @@
 //            one latency for its first stage
 //   fill:    what L2 delivers to one SM (sm_fill_bytes_per_clock * clock); SMs without CTAs
 //            move nothing
+//   mma:     the SM's tensor cores: a CTA's bytes per its mma instructions, times the mma
+//            instructions the SM completes per clock (every row of a tile is multiplied, those
+//            without a token too, so padded rows cost here and nowhere else)
 // Each bound is the floor time (all CTAs' bytes at DRAM bandwidth) over the busiest SM's time
 // under that rate alone, at most 1; the fraction takes each round at its smallest rate, with the
 // latency ramp (not for the first round when the kernel ahead hides it), so it is at most the
@@ -53,6 +56,11 @@ struct GemmTimeInputs {
   double ctas = 0;  // CTAs with work (may be an expectation)
   std::uint32_t split_k = 1;         // split-K: the last split to finish sums the partial tiles
   double split_partial_bytes = 0;    // one split's f32 partial tile (bm x bn x 4; rows without tokens skip it)
+  // Tensor-core work: warp-level mma instructions one CTA issues (its whole k range), and how
+  // many of them an SM completes per clock (DeviceProfile::mma_per_clock for the kernel's mma
+  // kind). Either 0: no mma bound.
+  double mma_per_cta = 0;
+  double mma_per_clock = 0;
   // The first round's weights are requested before the kernel ahead finishes (programmatic
   // dependent launch, GroupedGemmParams::weights_before_dependency): its latency ramp is hidden.
   bool first_ramp_hidden = false;
@@ -62,12 +70,12 @@ struct GemmTimeInputs {
 // The device fields of the inputs, from a profile; the kernel's are left for the caller.
 GemmTimeInputs time_inputs_of(const DeviceProfile& device);
 
-enum class TimeBound : char { issue = 'I', latency = 'L', fill = 'F' };
+enum class TimeBound : char { issue = 'I', latency = 'L', fill = 'F', mma = 'M' };
 std::string_view to_string(TimeBound b);
 
 struct GemmTimeEstimate {
-  double issue = 0, latency = 0, fill = 0;
-  double fraction = 0;                 // of the floor, the three limits together; 0: nothing runs
+  double issue = 0, latency = 0, fill = 0, mma = 1;
+  double fraction = 0;                 // of the floor, the four limits together; 0: nothing runs
   TimeBound binding = TimeBound::issue;  // the smallest bound
   double floor_seconds = 0;            // all CTAs' bytes at DRAM bandwidth
   double seconds = 0;                  // floor / fraction (infinite when nothing fits)

@@ -97,6 +97,14 @@ std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arc
   return std::max(1u, std::min({by_shared, by_threads, by_registers}));
 }
 
+// MACs of one mma warp-instruction of the main loop: m16n8k16 (bf16, f16, and e4m3 where the
+// target runs it as f16), e4m3 m16n8k32 where it is native, e2m1 m16n8k64 (block-scaled).
+double mma_macs_per_instruction(DType act, Arch arch) {
+  if (act == DType::e2m1) return 16 * 8 * 64;
+  if (act == DType::e4m3 && has_e4m3_mma(arch)) return 16 * 8 * 32;
+  return 16 * 8 * 16;
+}
+
 // HBM bytes (weights and scales) per main-loop warp-instruction of a 16-row tile. bf16 MXFP4, as
 // bench/perf_model measured the sm_90a SASS of commit 3577ca3 (rounded down): 5.5 with 32
 // columns per warp and 6.2 with 64 (INT4 g128 alike). The paths that differ by more than a few
@@ -153,6 +161,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
   const double row_tiles = busy * std::ceil(std::max(w.rows_per_expert, 1.0) / shape.bm);
+  const double mma_macs = mma_macs_per_instruction(w.act, arch);
 
   GemmPlan best{};
   double best_s = std::numeric_limits<double>::infinity();
@@ -171,6 +180,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     in.warps_per_cta = tile.warps;
     in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
     in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
+    in.mma_per_clock = device.mma_per_clock;
     // Only the rows that hold a token travel through the split-K workspace.
     in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
     const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
@@ -184,6 +194,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       in.ctas = column_blocks * row_tiles * split;
       in.stages_per_cta = per_split;
       in.split_k = split;
+      in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / mma_macs;
       const double s = estimate_gemm_time(in).seconds;
       if (s < best_s * (1 - 1e-9)) {
         best_s = s;

@@ -66,6 +66,12 @@ bool has_block_scale_mma(Arch arch) {
   return info.arch_specific && (info.sm == 120 || info.sm == 121);
 }
 
+bool has_e4m3_mma(Arch arch) {
+  if (arch == Arch::none) return false;
+  const int sm = arch_info(arch).sm;
+  return sm == 89 || sm == 120 || sm == 121;
+}
+
 Arch runtime_target(Arch arch) {
   if (arch == Arch::none || arch_info(arch).arch_specific) return arch;
   for (const ArchInfo& a : kArchs)

@@ -40,4 +40,10 @@ Arch runtime_target(Arch arch);
 // (kind::mxf8f6f4 and kind::mxf4): what MXFP4 activations need.
 bool has_block_scale_mma(Arch arch);
 
+// Whether mma.sync takes e4m3 operands in one instruction (m16n8k32, twice the MACs of a
+// bf16 m16n8k16 in the same tensor-core time): sm_89 and sm_120/121. sm_90, sm_100/103 and
+// sm_110 accept the instruction, but ptxas runs it as f16 mma's (the grouped GEMM converts its
+// fragments to f16 there itself; templates/gemm/grouped_gemm.cuh, kE4m3ViaF16).
+bool has_e4m3_mma(Arch arch);
+
 }  // namespace moejit

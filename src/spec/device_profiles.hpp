@@ -31,7 +31,14 @@ struct DeviceProfile {
   // (an unloaded HBM load takes ~500-600 ns on Hopper; under full load more). Bandwidth times
   // this is the number of bytes that must be in flight to reach the floor.
   double memory_latency_ns;
+  // Tensor-core rate: bf16 m16n8k16 mma.sync warp-instructions (f32 accumulate, 2048 MACs each)
+  // an SM completes per clock with every scheduler feeding it; e4m3 m16n8k32 and e2m1 m16n8k64
+  // take the same time on the chips that run them natively (twice and four times the MACs).
+  // Where mma.sync is the chip's fastest path this is the datasheet's dense bf16 peak; on
+  // sm_90 and sm_100, where wgmma / tcgen05 are, it is a measurement of mma.sync (`mma_source`).
+  double mma_per_clock;
   std::string_view source;
+  std::string_view mma_source;
 };
 
 // Every profile, in a stable order.

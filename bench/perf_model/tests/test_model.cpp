@@ -13,7 +13,8 @@ namespace {
 // numbers: 132 SMs, 1.98 GHz, 4.8 TB/s, 228 KB shared, 64 K registers, 2048 threads and 32
 // blocks per SM, 700 ns loaded latency.
 DeviceProfile test_device() {
-  return DeviceProfile{"test", Arch::sm_90a, 132, 1.98, 4.8e12, 228 * 1024, 65536, 2048, 32, 50ull << 20, 700, "test"};
+  return DeviceProfile{"test", Arch::sm_90a, 132, 1.98, 4.8e12, 228 * 1024, 65536, 2048, 32, 50ull << 20, 700, 0.5,
+                       "test", "test"};
 }
 
 BoundInputs decode_inputs() {
@@ -141,7 +142,36 @@ TEST_CASE("bounds: the issue bound binds a decode kernel with 1 byte per warp-in
   CHECK(b.latency == doctest::Approx(0.90948).epsilon(1e-4));
   CHECK(b.fill == 1);
   CHECK(b.fraction == doctest::Approx(0.20708).epsilon(1e-4));
+  CHECK(b.mma == 1);  // no mma figures: no tensor-core bound
   CHECK(b.binding == Bound::issue);
+}
+
+TEST_CASE("bounds: the tensor cores bind a tile whose rows outnumber the tokens") {
+  // The 256 CTAs above at 10 B/instr (issue: 2 x 139264 / 7.92e10 = 3.5168 us: 1), each a 64 x
+  // 128 tile over K 2048: 64 x 128 x 2048 / 2048 = 8192 m16n8k16 mma's. At 0.5 per clock the
+  // tensor rate is 139264 x 0.5 x 1.98e9 / 8192 = 1.683e10 B/s; the busiest SM's 2 CTAs take
+  // 278528 / 1.683e10 = 16.5495 us: 7.42741 / 16.5495 = 0.448800. Latency as above: 0.90948.
+  // Together: 0.7 + 16.5495 us: 0.430587.
+  BoundInputs in = decode_inputs();
+  in.bytes_per_warp_instruction = 10;
+  in.mma_per_cta = 8192;
+  in.mma_per_clock = 0.5;
+  const Bounds b = predict_bounds(in);
+  CHECK(b.issue == 1);
+  CHECK(b.latency == doctest::Approx(0.90948).epsilon(1e-4));
+  CHECK(b.mma == doctest::Approx(0.448800).epsilon(1e-5));
+  CHECK(b.fraction == doctest::Approx(0.430587).epsilon(1e-5));
+  CHECK(b.binding == Bound::mma);
+  CHECK(to_string(b.binding) == "mma");
+  // Twice the rate: 8.27475 us, 0.897601, still below the latency bound. Four times: 4.13738
+  // us, under the floor (1); latency binds.
+  in.mma_per_clock = 1;
+  CHECK(predict_bounds(in).mma == doctest::Approx(0.897601).epsilon(1e-5));
+  CHECK(predict_bounds(in).binding == Bound::mma);
+  in.mma_per_clock = 2;
+  const Bounds faster = predict_bounds(in);
+  CHECK(faster.mma == 1);
+  CHECK(faster.binding == Bound::latency);
 }
 
 TEST_CASE("bounds: too few bytes in flight bind a small grid") {
