@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "dispatch/spec_observer.hpp"
 #include "fused_case.hpp"
 #include "host_test_support.hpp"
 #include "host/host_launcher.hpp"
+#include "spec/arch.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
@@ -344,6 +346,51 @@ TEST_CASE("under expert parallelism the tile rows follow the pairs routed to thi
     CHECK(rank->align.bm == whole->align.bm);
     CHECK(rank->align.experts == 32);
   }
+}
+
+TEST_CASE("the tile rows weigh padded rows against weight reads, the same on every target") {
+  // DeepSeek-V3's layer, 256 experts top-8, MXFP4. Each expert's rows ~ Binomial(T, 1/32).
+  static const unsigned char dummy[16] = {};
+  auto request = [&](std::int32_t tokens) {
+    dispatch::FusedMoeRequest r;
+    r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, 256, 2 * 2048, 7168, true, dummy, dummy, nullptr, nullptr};
+    r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, 256, 7168, 2048, false, dummy, dummy, nullptr, nullptr};
+    r.tokens = tokens;
+    r.topk = 8;
+    r.global_experts = 256;
+    return r;
+  };
+  const std::pair<Arch, std::uint32_t> targets[] = {
+      {Arch::sm_90a, 132}, {Arch::sm_90a, 114}, {Arch::sm_100a, 148}, {Arch::sm_120a, 188}, {Arch::sm_80, 108}};
+  auto rows_at = [&](std::int32_t tokens) {
+    std::optional<std::uint16_t> bm;
+    for (auto [arch, sms] : targets) {
+      CAPTURE(arch_info(arch).name);
+      auto s = dispatch::fused_moe_specs(request(tokens), arch, Backend::device, sms);
+      REQUIRE_MESSAGE(s.ok(), s.status().message());
+      // The align's block size is the layer's and T's alone: usage manifests keep it when they
+      // are re-targeted.
+      if (bm) CHECK(s->align.bm == *bm);
+      bm = s->align.bm;
+      CHECK(s->up.bm == *bm);
+      CHECK(s->down.bm == *bm);
+      // Rows per busy expert above the tile's: no split-K (the fused workspace has none for it).
+      if (tokens * 8.0 / 256 > *bm) {
+        CHECK(s->up.split_k == 1);
+        CHECK(s->down.split_k == 1);
+      }
+    }
+    return *bm;
+  };
+  // 33 rows per expert on average: 64-row tiles would be half padding, while 32-row tiles give
+  // 1.5 tiles per expert (two when it gets more than 32), 48 rows of mma work against 64 for
+  // 1.5 times the weight reads.
+  CHECK(rows_at(1056) == 32);
+  // 120 rows: 128-row tiles are 1.23 per expert (157 rows of work), 64-row ones 2.23 (143 rows)
+  // for 1.8 times the weight reads.
+  CHECK(rows_at(3840) == 128);
+  // Decode: 16-row tiles cover the rows, nothing to weigh.
+  CHECK(rows_at(8) == 16);
 }
 
 TEST_CASE("the planner counts what f16 activations cost MXFP4 and plans them apart from bf16") {

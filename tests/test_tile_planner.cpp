@@ -1,11 +1,57 @@
-// The mma facts the tile planner plans with. The time model's own arithmetic is tested with the
+// The tile planner's routing arithmetic (dispatch/tile_configs.hpp) on numbers worked by hand,
+// and the mma facts it plans with. The time model's own arithmetic is tested with the
 // performance model (bench/perf_model/tests).
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
+#include "dispatch/tile_configs.hpp"
 #include "spec/arch.hpp"
 
 using namespace moejit;
+using namespace moejit::dispatch;
+
+TEST_CASE("expected tiles with work: the binomial spread of routed rows") {
+  // One token, top-8 of 256: 8 experts get one row each, one tile each.
+  CHECK(expected_row_tiles(8, 256, 256, 8, 16) == doctest::Approx(8));
+  // Two tokens top-1 of 2 experts: rows 0, 1, 2 with 1/4, 1/2, 1/4. Tiles of 1 row: 2 * 1 = 2;
+  // of 2 rows: 2 * 3/4 = 1.5.
+  CHECK(expected_row_tiles(2, 2, 2, 1, 1) == doctest::Approx(2));
+  CHECK(expected_row_tiles(2, 2, 2, 1, 2) == doctest::Approx(1.5));
+  // Every token on every expert (top-4 of 4): 10 rows in tiles of 4 are 3 per expert.
+  CHECK(expected_row_tiles(40, 4, 4, 4, 4) == doctest::Approx(12));
+  // Tiles taller than any expert's rows: one per busy expert, as expected_busy_experts counts
+  // them (T = 100, top-8 of 512: 512 (1 - (63/64)^100) = 405.99472).
+  CHECK(expected_row_tiles(800, 512, 512, 8, 128) == doctest::Approx(405.99471745).epsilon(1e-8));
+  CHECK(expected_busy_experts(800, 512, 512, 8) == doctest::Approx(405.99471745).epsilon(1e-8));
+  // Expert parallelism: 32 local experts of 256 see the same spread per expert, 1/8 the tiles.
+  CHECK(expected_row_tiles(8192, 32, 256, 8, 32) ==
+        doctest::Approx(expected_row_tiles(8192, 256, 256, 8, 32) / 8).epsilon(1e-12));
+  // topk 0: 3 pairs landing independently on 3 experts, tiles of 2 rows. Rows ~ Binomial(3,
+  // 1/3): P(1) = 12/27 and P(2) = 6/27 take one tile, P(3) = 1/27 two: 3 * 20/27 = 2.2222.
+  CHECK(expected_row_tiles(3, 3, 3, 0, 2) == doctest::Approx(60.0 / 27));
+  // Nothing routed, or no experts: no tiles.
+  CHECK(expected_row_tiles(0, 256, 256, 8, 16) == 0);
+  CHECK(expected_row_tiles(8, 0, 256, 8, 16) == 0);
+}
+
+TEST_CASE("expected tiles with work: tiles that just cover the mean leave many experts a second") {
+  // T = 1024, top-8 of 256: rows ~ Binomial(1024, 1/32), mean 32. With tiles of 32 rows the
+  // experts with more than 32 (P = 0.453165..., the binomial's upper tail summed exactly in
+  // Python's integers) take a second: 1.4531656 tiles per expert, against 1.0 for tiles of 64.
+  const double per_expert_32 = expected_row_tiles(8192, 256, 256, 8, 32) / 256;
+  const double per_expert_64 = expected_row_tiles(8192, 256, 256, 8, 64) / 256;
+  CHECK(per_expert_32 == doctest::Approx(1.4531656144).epsilon(1e-9));
+  CHECK(per_expert_64 == doctest::Approx(1.0).epsilon(1e-6));
+  // The mma work that follows: 46.5 rows per expert in 32-row tiles, 64 in 64-row ones.
+  CHECK(per_expert_32 * 32 < 0.75 * per_expert_64 * 64);
+  // Large T: the sum runs over the binomial's mass alone and stays exact (T = 65536, mean 2048
+  // rows per expert of 32 in tiles of 128: 16 + the tail above 2048, about 16.5 tiles).
+  const double large = expected_row_tiles(65536.0 * 8, 256, 256, 8, 128) / 256;
+  CHECK(large > 16);
+  CHECK(large < 17);
+}
 
 TEST_CASE("e4m3 mma.sync is native on sm_89 and sm_120/121 only") {
   CHECK(has_e4m3_mma(Arch::sm_89));

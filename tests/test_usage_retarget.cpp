@@ -207,8 +207,9 @@ TEST_CASE("usage records planned for an SM count no profile has (--sms) as well 
 
 TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, planned again exactly without a call") {
   // A tile of more than 32 rows never splits K and has one candidate per target, so every call
-  // that picks it picks the same kernel anywhere: its first call stands for the rest. A prefill
-  // server sees a new M with nearly every batch; its manifest must not grow with each.
+  // that picks it picks the same kernel anywhere: its first call stands for the rest. So does a
+  // 32-row tile the fused layer picks below the rows an expert gets (no split, one candidate).
+  // A prefill server sees a new M with nearly every batch; its manifest must not grow with each.
   constexpr std::int32_t kPrefill[] = {2048, 3000, 4096, 6000, 8192};
   TempDir dir;
   const std::string path = dir / "usage.jsonl";
@@ -225,10 +226,12 @@ TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, pl
         for (const dispatch::UsageRecord& rec : recorded(request, Arch::sm_90a, 132)) {
           observer.used(rec.spec, dispatch::Decision{"fused_moe", t, 0, rec.gemm});
           if (!rec.gemm) continue;
-          if (rec.spec.bm > dispatch::kMaxSplitRows) {
+          if (dispatch::stand_in_call(rec.spec, rec.gemm)) {
             ++prefill_calls;
             prefill_specs.insert(rec.spec);
-            stripped.push_back({rec.spec, std::nullopt});
+            // Only the tiles that never split stand in without their call.
+            if (rec.spec.bm > dispatch::kMaxSplitRows) stripped.push_back({rec.spec, std::nullopt});
+            else CHECK(rec.spec.split_k == 1);
           } else {
             ++decode_calls;
             decode_records.insert(rec);
@@ -237,16 +240,18 @@ TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, pl
         if (t >= kPrefill[0]) prefill_requests.push_back(request);
       }
   }
-  // Every batch size here picks a prefill tile, and several share one: the case is not vacuous.
+  // Every batch size here picks a tile that does not depend on the call, several share one, and
+  // some are 32-row tiles: the case is not vacuous.
   REQUIRE(prefill_calls == std::size(kShapes) * std::size(kPrefill) * 2);
   REQUIRE(prefill_specs.size() < prefill_calls);
+  REQUIRE(stripped.size() < prefill_calls);
   auto written = dispatch::read_usage_manifest(path);
   REQUIRE_MESSAGE(written.ok(), written.status().message());
   std::size_t prefill_lines = 0, decode_lines = 0;
   for (const dispatch::UsageRecord& rec : *written) {
     if (rec.spec.op != Op::grouped_gemm) continue;
     REQUIRE(rec.gemm.has_value());
-    if (rec.spec.bm > dispatch::kMaxSplitRows) ++prefill_lines;
+    if (dispatch::stand_in_call(rec.spec, rec.gemm)) ++prefill_lines;
     else ++decode_lines;
   }
   CHECK(prefill_lines == prefill_specs.size());
@@ -271,14 +276,19 @@ TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, pl
     SpecSet want_gemms;
     for (const KernelSpec& s : picked_on(prefill_requests, target, sm_counts_for(target)))
       if (s.op == Op::grouped_gemm) want_gemms.insert(s);
-    for (const auto& records : {stripped, *written}) {
+    // Without calls only the tiles of more than 32 rows can stand in.
+    SpecSet want_tall;
+    for (const KernelSpec& s : want_gemms)
+      if (s.bm > dispatch::kMaxSplitRows) want_tall.insert(s);
+    for (const auto& [records, want] : {std::pair{stripped, want_tall}, std::pair{*written, want_gemms}}) {
       std::vector<dispatch::UsageRecord> prefill;
       for (const dispatch::UsageRecord& rec : records)
-        if (rec.spec.op == Op::grouped_gemm && rec.spec.bm > dispatch::kMaxSplitRows) prefill.push_back(rec);
+        if (rec.spec.op == Op::grouped_gemm && dispatch::stand_in_call(rec.spec, rec.gemm)) prefill.push_back(rec);
       auto moved = dispatch::retarget_usage(prefill, target, std::nullopt);
       REQUIRE_MESSAGE(moved.ok(), moved.status().message());
       CHECK(moved->gemms_without_call == 0);
-      CHECK(SpecSet(moved->specs.begin(), moved->specs.end()) == want_gemms);
+      CHECK(SpecSet(moved->specs.begin(), moved->specs.end()) == want);
     }
+    CHECK(want_tall.size() < want_gemms.size());
   }
 }

@@ -40,6 +40,7 @@
 #include "common/numeric.cuh"
 #include "compile/nvrtc_library.hpp"
 #include "kernels/grouped_gemm.hpp"
+#include "dispatch/fused_moe_op.hpp"
 #include "dispatch/grouped_gemm_op.hpp"
 #include "dispatch/tile_configs.hpp"
 #include "moe/align_params.cuh"
@@ -123,9 +124,36 @@ std::vector<LayerCase> selected_layer_cases(const Settings& s, Arch arch) {
   return out;
 }
 
+// The align block size (tile rows) the fused layer chooses for the case's model and T: the
+// library's own choice (dispatch::fused_moe_specs), which weighs the tile that covers the rows
+// per busy expert against one half as tall.
+std::uint16_t layer_block_rows(const GemmCase& c, Arch arch, std::uint32_t sms) {
+  const PackedOrder order = quant::packed_order_for(c.format->act, c.format->weight);
+  const MoeModel& m = *c.model;
+  dispatch::FusedMoeRequest r;
+  r.w13 = {c.format->weight, c.format->group, c.format->scale, m.experts, 2 * m.intermediate, m.hidden, true,
+           nullptr, nullptr, nullptr, nullptr, order};
+  r.w2 = {c.format->weight, c.format->group, c.format->scale, m.experts, m.hidden, m.intermediate, false,
+          nullptr, nullptr, nullptr, nullptr, order};
+  r.act = c.format->act;
+  r.act_scale = case_act_scale(*c.format);
+  r.out = out_dtype(*c.format);
+  r.activation = m.activation;
+  r.tokens = static_cast<std::int32_t>(c.tokens);
+  r.topk = m.topk;
+  r.global_experts = m.experts;
+  Result<dispatch::FusedMoeSpecs> specs = dispatch::fused_moe_specs(r, arch, Backend::device, sms);
+  if (!specs.ok()) {  // the cases are enumerated from valid formats: a library change broke one
+    std::fprintf(stderr, "bench_gemm: %s %s T=%u: the fused layer's tile rows: %s\n", std::string(m.name).c_str(),
+                 std::string(c.format->name).c_str(), c.tokens, specs.status().message().c_str());
+    std::exit(kExitCaseFailed);
+  }
+  return specs->align.bm;
+}
+
 // The kernel moejit_grouped_gemm picks for the case on a device of `sms` multiprocessors: the
 // library's own request -> spec path (dispatch::grouped_gemm_spec), with the align block size the
-// fused layer would choose for the pairs each touched expert sees on average.
+// fused layer chooses (layer_block_rows).
 KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   dispatch::GroupedGemmRequest r;
   r.weights.format = c.format->weight;
@@ -144,7 +172,7 @@ KernelSpec case_spec(const GemmCase& c, Arch arch, std::uint32_t sms) {
   r.params.m = static_cast<i32>(c.pairs());
   r.topk_hint = c.model->topk;
   r.global_experts_hint = c.model->experts;
-  r.block_size = dispatch::pick_block_rows(dispatch::gemm_work(r).rows_per_expert);
+  r.block_size = layer_block_rows(c, arch, sms);
   Result<KernelSpec> spec = dispatch::grouped_gemm_spec(r, arch, Backend::device, sms);
   if (!spec.ok()) {  // the cases are enumerated from valid formats: a library change broke one
     std::fprintf(stderr, "bench_gemm: %s %s %s T=%u: %s\n", std::string(c.model->name).c_str(),

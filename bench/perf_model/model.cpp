@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "dispatch/tile_configs.hpp"
 #include "spec/arch.hpp"
 
 namespace moejit::perf {
@@ -85,18 +86,8 @@ Occupancy occupancy(const KernelResources& k, const DeviceProfile& d) {
 
 double expected_active_tiles(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts, std::uint32_t bm) {
   if (tokens == 0 || experts == 0 || topk == 0 || bm == 0) return 0;
-  const double p = std::min(1.0, static_cast<double>(topk) / experts);
-  auto tiles_of = [&](std::uint64_t rows) { return static_cast<double>((rows + bm - 1) / bm); };
-  if (p >= 1) return experts * tiles_of(tokens);  // every token visits every expert
-  const double n = static_cast<double>(tokens);
-  const double log_p = std::log(p), log_q = std::log1p(-p), log_n_factorial = std::lgamma(n + 1);
-  double expected = 0;
-  for (std::uint64_t r = 1; r <= tokens; ++r) {
-    const double k = static_cast<double>(r);
-    const double log_pmf = log_n_factorial - std::lgamma(k + 1) - std::lgamma(n - k + 1) + k * log_p + (n - k) * log_q;
-    expected += std::exp(log_pmf) * tiles_of(r);
-  }
-  return experts * expected;
+  return dispatch::expected_row_tiles(static_cast<double>(tokens) * topk, experts, experts, topk,
+                                      static_cast<std::uint16_t>(std::min<std::uint32_t>(bm, 65535)));
 }
 
 double expected_active_experts(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts) {

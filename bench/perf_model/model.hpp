@@ -40,7 +40,8 @@ Occupancy occupancy(const KernelResources& kernel, const DeviceProfile& device);
 // Expected tiles of `bm` rows the indexed layout makes when `tokens` tokens each pick `topk` of
 // `experts` experts uniformly at random: expert e's rows r ~ Binomial(tokens, topk / experts),
 // it takes ceil(r / bm) tiles, so the expectation is experts * sum_r P(r) ceil(r / bm)
-// (= experts * sum_{j >= 0} P(r > j bm)), computed exactly from the binomial.
+// (= experts * sum_{j >= 0} P(r > j bm)), computed from the binomial as the planner does
+// (dispatch::expected_row_tiles).
 double expected_active_tiles(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts, std::uint32_t bm);
 
 // Expected experts with at least one row: experts * (1 - (1 - topk / experts)^tokens).

@@ -359,6 +359,41 @@ Status check_target(const FusedMoeRequest& r, Arch arch) {
 
 namespace {
 
+// The rows each busy local expert gets on average, and the smallest tile rows that cover them.
+struct LayerRows {
+  double per_busy_expert = 0;
+  std::uint16_t covering = 0;
+};
+LayerRows layer_rows(const FusedMoeRequest& r) {
+  const double pairs = static_cast<double>(r.tokens) * r.topk;
+  const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
+  const double local_pairs = pairs * r.w13.experts / std::max(global_experts(r), r.w13.experts);
+  return {local_pairs / busy, pick_block_rows(local_pairs / busy)};
+}
+
+// The device the tile rows are weighed on, whatever the target: the rows are the align's block
+// size, which every kernel of the layer follows and which usage manifests keep when they are
+// re-targeted (usage_retarget.cpp), so they are a function of the layer and T alone.
+constexpr Arch kRowsReferenceArch = Arch::sm_90a;
+constexpr std::uint32_t kRowsReferenceSms = 132;  // H200, the sm_90a default profile
+
+// The layer's tile rows, which are also the align block size. Routed rows scatter around their
+// mean (binomially), so a tile that just covers the mean gives many busy experts a second tile,
+// mostly rows without a token, which the mma's multiply all the same. Half as tall a tile pads
+// less, but reads each busy expert's weights more often: the time model (gemm_time_model.hpp,
+// its mma bound counting the padded rows) weighs the two for both GEMMs of the layer.
+std::uint16_t layer_block_rows(const FusedMoeRequest& r) {
+  const std::uint16_t covering = layer_rows(r).covering;
+  if (covering == kGemmBlockRows.front()) return covering;
+  auto layer_seconds = [&](std::uint16_t bm) {
+    const LayerGemms g = layer_gemms(r, bm, {});
+    return plan_gemm(gemm_work(g.up), bm, kRowsReferenceArch, kRowsReferenceSms).seconds +
+           plan_gemm(gemm_work(g.down), bm, kRowsReferenceArch, kRowsReferenceSms).seconds;
+  };
+  const std::uint16_t half = covering / 2;
+  return layer_seconds(half) < layer_seconds(covering) ? half : covering;
+}
+
 // fused_moe_specs for a request whose shapes were checked (run and the workspace scan check them
 // once, not per call of this).
 Result<FusedMoeSpecs> specs_of_checked(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
@@ -367,11 +402,7 @@ Result<FusedMoeSpecs> specs_of_checked(const FusedMoeRequest& r, Arch arch, Back
                  "argument 'w13': packed for e2m1 activations (W4A4), which need the block-scaled mma of sm_120a or "
                  "sm_121a; this target is {} (pack for e4m3 or bf16 activations there)",
                  arch_info(arch).name);
-  // Rows per busy local expert decide the tile rows, which are also the align block size.
-  const double pairs = static_cast<double>(r.tokens) * r.topk;
-  const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
-  const double local_pairs = pairs * r.w13.experts / std::max(global_experts(r), r.w13.experts);
-  const std::uint16_t bm = pick_block_rows(local_pairs / busy);
+  const std::uint16_t bm = layer_block_rows(r);
 
   FusedMoeSpecs s;
   s.align.op = Op::moe_align;
@@ -408,8 +439,9 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
   MOEJIT_TRY(check_shapes(r));
   MOEJIT_TRY(check_target(r, arch));
   if (std::max(r.tokens, r.max_tokens) == 0) return std::uint64_t{0};  // only empty batches: none used
-  // The split-K region is largest at some T up to max_tokens; only decode tiles split, and the
-  // tile rows grow with T, so the scan stops at the first T past them.
+  // The split-K region is largest at some T up to max_tokens; only decode tiles that cover the
+  // mean rows per busy expert split (plan_gemm), and those rows grow with T, so the scan stops
+  // at the first T whose covering tile is a prefill one.
   std::uint64_t split = 0;
   FusedMoeRequest at = r;
   for (std::int32_t t = 1; t <= std::max(r.max_tokens, r.tokens); ++t) {
@@ -420,7 +452,7 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
     // compiling it would make (the run checks them when it resolves them).
     for (const KernelSpec* spec : {&s.align, &s.up, &s.down, &s.quantize_hidden, &s.quantize_intermediate, &s.reduce})
         if (spec->op != Op::none) MOEJIT_TRY(validate_spec(*spec));
-    if (s.align.bm > kMaxSplitRows) break;
+    if (layer_rows(at).covering > kMaxSplitRows) break;
     split = std::max(split, split_region(s.up, s.down, t * static_cast<std::int32_t>(r.topk)).bytes);
   }
   return workspace_layout(r).split + split;

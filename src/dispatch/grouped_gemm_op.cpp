@@ -34,6 +34,10 @@ GemmWork gemm_work(const GroupedGemmRequest& r) {
       const std::uint32_t global = std::max(r.global_experts_hint, experts);
       work.busy_experts = expected_busy_experts(m, experts, global, r.topk_hint);
       work.rows_per_expert = m * experts / global / work.busy_experts;
+      work.routed_pairs = m;
+      work.experts = experts;
+      work.global_experts = global;
+      work.topk = r.topk_hint;
       break;
     }
     case Layout::contiguous:
@@ -113,20 +117,10 @@ GemmCall gemm_call(const GroupedGemmRequest& r) {
           r.params.weights_before_dependency};
 }
 
-std::optional<GemmCall> stand_in_call(const KernelSpec& recorded) {
-  if (recorded.op != Op::grouped_gemm || plan_depends_on_call(recorded.bm)) return std::nullopt;
-  // bm rows per expert: every layout's tile rows come out as the recorded ones (the indexed
-  // layout keeps them anyway).
-  GemmCall call;
-  call.m = recorded.bm;
-  call.rows_per_expert_hint = recorded.bm;
-  return call;
-}
+namespace {
 
-Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmCall& call, Arch arch, Backend backend,
-                                         std::uint32_t sms) {
-  if (recorded.op != Op::grouped_gemm)
-    return error(Code::invalid_argument, "spec field 'op' = {}: expected grouped_gemm", to_string(recorded.op));
+// The request a recorded grouped GEMM stands for: its shapes and formats, and the call.
+GroupedGemmRequest request_for(const KernelSpec& recorded, const GemmCall& call) {
   GroupedGemmRequest r;
   r.weights.format = recorded.weight;
   r.weights.group_size = recorded.group_size;
@@ -141,15 +135,48 @@ Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmC
   r.out = recorded.out;
   r.layout = recorded.layout;
   r.epilogue = recorded.epilogue;
-  if (call.m > 2147483647)
-    return error(Code::invalid_argument, "gemm call field 'm' = {}: expected 0 to 2^31 - 1", call.m);
-  r.params.m = static_cast<std::int32_t>(call.m);
+  r.params.m = static_cast<std::int32_t>(std::min<std::uint32_t>(call.m, 2147483647));
   r.params.weights_before_dependency = call.weights_before_dependency;
   r.block_size = recorded.bm;  // indexed: the align's block size, which the target keeps
   r.rows_per_expert_hint = call.rows_per_expert_hint;
   r.topk_hint = call.topk_hint;
   r.global_experts_hint = call.global_experts_hint;
-  return grouped_gemm_spec(r, arch, backend, sms);
+  return r;
+}
+
+}  // namespace
+
+std::optional<GemmCall> stand_in_call(const KernelSpec& recorded, const std::optional<GemmCall>& call) {
+  if (recorded.op != Op::grouped_gemm) return std::nullopt;
+  if (!plan_depends_on_call(recorded.bm)) {
+    // bm rows per expert: every layout's tile rows come out as the recorded ones (the indexed
+    // layout keeps them anyway).
+    GemmCall stand_in;
+    stand_in.m = recorded.bm;
+    stand_in.rows_per_expert_hint = recorded.bm;
+    return stand_in;
+  }
+  // A decode tile chosen below the rows its call routes to each expert (the fused layer's
+  // half-height tiles at prefill sizes): no split and one column candidate, so the same kernel
+  // for every such call. It stands in with twice its rows per expert, pairs landing
+  // independently on its experts (only the indexed layout keeps a tile below its rows).
+  const std::uint64_t stand_in_pairs = 2ull * recorded.bm * recorded.experts;
+  if (!call || recorded.layout != Layout::indexed || call->m > 2147483647 || stand_in_pairs == 0 ||
+      stand_in_pairs > 2147483647)
+    return std::nullopt;
+  if (!plan_fixed_for_rows(recorded.bm, gemm_work(request_for(recorded, *call)).rows_per_expert)) return std::nullopt;
+  GemmCall stand_in;
+  stand_in.m = static_cast<std::uint32_t>(stand_in_pairs);
+  return stand_in;
+}
+
+Result<KernelSpec> grouped_gemm_spec_for(const KernelSpec& recorded, const GemmCall& call, Arch arch, Backend backend,
+                                         std::uint32_t sms) {
+  if (recorded.op != Op::grouped_gemm)
+    return error(Code::invalid_argument, "spec field 'op' = {}: expected grouped_gemm", to_string(recorded.op));
+  if (call.m > 2147483647)
+    return error(Code::invalid_argument, "gemm call field 'm' = {}: expected 0 to 2^31 - 1", call.m);
+  return grouped_gemm_spec(request_for(recorded, call), arch, backend, sms);
 }
 
 Result<std::uint64_t> grouped_gemm_workspace(const GroupedGemmRequest& r, Arch arch, Backend backend,

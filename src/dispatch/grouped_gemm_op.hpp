@@ -61,9 +61,10 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& request, Arch arc
 GemmCall gemm_call(const GroupedGemmRequest& request);
 
 // A call that stands for every call of the grouped GEMM `recorded` when its tile does not depend
-// on the call (tiles that never split K, plan_depends_on_call): grouped_gemm_spec_for gives every
-// such call the same spec on any target. None for other specs.
-std::optional<GemmCall> stand_in_call(const KernelSpec& recorded);
+// on the call (tiles that never split K, plan_depends_on_call; with `call`, also a decode tile
+// smaller than the rows that call gives each expert, plan_fixed_for_rows): grouped_gemm_spec_for
+// gives every such call the same spec on any target. None for other specs.
+std::optional<GemmCall> stand_in_call(const KernelSpec& recorded, const std::optional<GemmCall>& call = std::nullopt);
 
 // What a grouped GEMM recorded as `recorded` (a spec some target's heuristic picked for `call`)
 // runs with on `arch` / `backend` with `sms` multiprocessors: the same problem, with the tile and

@@ -126,7 +126,7 @@ namespace {
 // (a prefill server would otherwise add a line per distinct M).
 UsageRecord remembered_as(const UsageRecord& r) {
   if (!r.gemm) return r;
-  auto stand_in = stand_in_call(r.spec);
+  auto stand_in = stand_in_call(r.spec, r.gemm);
   return stand_in ? UsageRecord{r.spec, stand_in} : r;
 }
 }  // namespace

@@ -144,6 +144,11 @@ std::uint16_t pick_block_rows(double rows_per_expert) {
   return kGemmBlockRows.back();
 }
 
+bool plan_fixed_for_rows(std::uint16_t bm, double rows_per_expert) {
+  if (!plan_depends_on_call(bm)) return true;
+  return bm < pick_block_rows(rows_per_expert) && rows_shape(bm).bns[1] == 0;
+}
+
 double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk) {
   if (pairs <= 0 || experts == 0) return 0;
   const double global = std::max(global_experts, experts);
@@ -154,13 +159,41 @@ double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t 
   return std::clamp(busy, 1.0, static_cast<double>(experts));
 }
 
+double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
+                          std::uint16_t bm) {
+  if (pairs <= 0 || experts == 0 || bm == 0) return 0;
+  const double global = std::max(global_experts, experts);
+  const double n = std::round(topk > 0 ? pairs / topk : pairs);
+  const double p = std::min(1.0, topk > 0 ? topk / global : 1.0 / global);
+  auto tiles_of = [&](double rows) { return std::ceil(rows / bm); };
+  if (p >= 1 || n < 1) return experts * tiles_of(std::max(n, 0.0));
+  // The pmf relative to its mode, by the ratio of neighbouring terms, out to where it no longer
+  // adds to the sums (the normalisation is the sum itself).
+  const double q = 1 - p, mode = std::floor((n + 1) * p);
+  constexpr double kNegligible = 1e-18;
+  double weight = 0, tiles = 0;
+  for (double k = mode, w = 1; k <= n && w > kNegligible; ++k) {
+    weight += w;
+    tiles += w * tiles_of(k);
+    w *= (n - k) / (k + 1) * p / q;
+  }
+  for (double k = mode - 1, w = mode * q / ((n - mode + 1) * p); k >= 0 && w > kNegligible; --k) {
+    weight += w;
+    tiles += w * tiles_of(k);
+    w *= k * q / ((n - k + 1) * p);
+  }
+  return experts * tiles / weight;
+}
+
 namespace {
 
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
   const RowsShape& shape = rows_shape(bm);
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
-  const double row_tiles = busy * std::ceil(std::max(w.rows_per_expert, 1.0) / shape.bm);
+  const double row_tiles =
+      w.routed_pairs > 0 ? std::max(expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, shape.bm), 1.0)
+                         : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / shape.bm);
   const double mma_macs = mma_macs_per_instruction(w.act, arch);
 
   GemmPlan best{};
@@ -185,9 +218,11 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
     const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
     const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
-    // Only decode tiles split K: prefill tiles have rows enough to fill the GPU, and the
-    // split-K workspace of the fused layer is sized for decode (fused_moe_op.cpp).
-    const std::uint32_t max_split = plan_depends_on_call(shape.bm) ? std::min<std::uint32_t>(k_stages, 64) : 1;
+    // Only decode tiles split K, and only those that cover the rows an expert gets: prefill
+    // tiles, and tiles smaller than that, have rows enough to fill the GPU, and the split-K
+    // workspace of the fused layer is sized for decode (fused_moe_op.cpp).
+    const bool may_split = plan_depends_on_call(shape.bm) && shape.bm >= pick_block_rows(w.rows_per_expert);
+    const std::uint32_t max_split = may_split ? std::min<std::uint32_t>(k_stages, 64) : 1;
     for (std::uint32_t split = 1; split <= max_split; ++split) {
       const std::uint32_t per_split = (k_stages + split - 1) / split;
       if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty
@@ -198,7 +233,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       const double s = estimate_gemm_time(in).seconds;
       if (s < best_s * (1 - 1e-9)) {
         best_s = s;
-        best = {tile, static_cast<std::uint16_t>(split)};
+        best = {tile, static_cast<std::uint16_t>(split), s};
       }
     }
   }
@@ -217,7 +252,9 @@ struct PlanKey {
     return work.n == o.work.n && work.k == o.work.k && work.group_size == o.work.group_size &&
            work.weight == o.work.weight && work.scale == o.work.scale && work.act == o.work.act &&
            work.busy_experts == o.work.busy_experts &&
-           work.rows_per_expert == o.work.rows_per_expert &&
+           work.rows_per_expert == o.work.rows_per_expert && work.routed_pairs == o.work.routed_pairs &&
+           work.experts == o.work.experts && work.global_experts == o.work.global_experts &&
+           work.topk == o.work.topk &&
            work.first_ramp_hidden == o.work.first_ramp_hidden && bm == o.bm && arch == o.arch && sms == o.sms;
   }
 };

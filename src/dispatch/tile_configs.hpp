@@ -36,6 +36,13 @@ struct GemmWork {
   DType act = DType::bf16;     // the A operand: bf16, f16, e4m3 or e2m1 (the main loop's cost)
   double busy_experts = 1;     // experts expected to get rows (at least one)
   double rows_per_expert = 1;  // rows each of them gets, on average
+  // Rows routed to the experts at random (the indexed layout): `routed_pairs` (token, expert)
+  // pairs, each token picking `topk` of `global_experts`, `experts` of them local. The tiles
+  // with work are then counted from the rows' binomial spread (expected_row_tiles), so a tile
+  // that merely covers the mean pays for the experts that get more. 0 pairs: every busy expert
+  // gets rows_per_expert rows exactly.
+  double routed_pairs = 0;
+  std::uint32_t experts = 0, global_experts = 0, topk = 0;
   // The first weights are requested before the kernel ahead finishes (programmatic dependent
   // launch, sm_90 and later): the first round's memory latency is hidden.
   bool first_ramp_hidden = false;
@@ -44,15 +51,22 @@ struct GemmWork {
 struct GemmPlan {
   TileConfig tile{};
   std::uint16_t split_k = 1;
+  double seconds = 0;  // the time model's estimate for it (gemm_time_model.hpp)
 };
 
 // The tile and split for `work` with tile rows `bm` on a device of `sms` multiprocessors. Only
-// tiles of at most kMaxSplitRows rows split K.
+// tiles of at most kMaxSplitRows rows split K, and only when they cover the mean rows per busy
+// expert (bm >= pick_block_rows(rows_per_expert)): smaller tiles are chosen where the rows are
+// many (choose_block_rows), and no split-K workspace is sized for them.
 inline constexpr std::uint16_t kMaxSplitRows = 32;
 // Whether plan_gemm's answer for tile rows `bm` depends on the work's M and routing (and the SM
 // count): only tiles that may split K weigh candidates by the time model; a larger tile follows
 // from its rows, K, the formats and the target alone.
 constexpr bool plan_depends_on_call(std::uint16_t bm) { return bm <= kMaxSplitRows; }
+// Whether plan_gemm's answer for tile rows `bm`, for work of `rows_per_expert` rows per busy
+// expert, is the same for every such call: tiles that never split (plan_depends_on_call), and
+// tiles smaller than those rows (which never split either) with one column candidate.
+bool plan_fixed_for_rows(std::uint16_t bm, double rows_per_expert);
 GemmPlan plan_gemm(const GemmWork& work, std::uint16_t bm, Arch arch, std::uint32_t sms);
 
 // The tiles plan_gemm may return for a GEMM of k `k` and weight format `weight` on `arch`
@@ -69,5 +83,13 @@ KernelSpec with_tile(KernelSpec spec, const TileConfig& tile);
 // token picks `topk` distinct experts out of `global_experts` uniformly (expert parallelism:
 // `experts` of them are local). topk 0: pairs land independently.
 double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk);
+
+// Tiles of `bm` rows with work that the indexed layout makes among `experts` local experts, on
+// average, for the routing of expected_busy_experts: each expert's rows r ~ Binomial(pairs /
+// topk tokens, topk / global_experts) (topk 0: Binomial(pairs, 1 / global_experts)), and it takes
+// ceil(r / bm) tiles. Summed over the binomial's mass to double precision, without lgamma (the
+// planner asks on its dispatch path).
+double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
+                          std::uint16_t bm);
 
 }  // namespace moejit::dispatch
