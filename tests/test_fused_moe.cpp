@@ -386,9 +386,12 @@ TEST_CASE("the tile rows weigh padded rows against weight reads, the same on eve
   // 1.5 tiles per expert (two when it gets more than 32), 48 rows of mma work against 64 for
   // 1.5 times the weight reads.
   CHECK(rows_at(1056) == 32);
-  // 120 rows: 128-row tiles are 1.23 per expert (157 rows of work), 64-row ones 2.23 (143 rows)
-  // for 1.8 times the weight reads.
-  CHECK(rows_at(3840) == 128);
+  // 47 rows: two 32-row tiles per expert do the mma work of one 64-row tile (almost no expert
+  // gets more than 64 or fewer than 33), with twice the CTAs reading the weights: kept at 64.
+  CHECK(rows_at(1500) == 64);
+  // 120 rows: 128-row tiles are 1.21 per expert (155 rows of work), 64-row ones 2.21 (142 rows),
+  // whose extra weight reads come from L2 (an expert's row tiles are neighbours in the grid).
+  CHECK(rows_at(3840) == 64);
   // Decode: 16-row tiles cover the rows, nothing to weigh.
   CHECK(rows_at(8) == 16);
 }

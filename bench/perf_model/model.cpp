@@ -27,7 +27,7 @@ constexpr std::string_view kAssumptions[] = {
     "Activations are assumed to come from L2.",
     "The busiest SM runs ceil(CTAs / SMs) CTAs (the block scheduler spreads them evenly), in rounds of at most "
     "CTAs-per-SM resident at once; a round of r CTAs of b HBM bytes each takes r * b / rate(r). Each bound is the "
-    "floor time of all CTAs' bytes at DRAM bandwidth over the busiest SM's time under one rate alone, at most 1.",
+    "floor time (below) over the busiest SM's time under one rate alone, at most 1.",
     "Issue rate = HBM bytes per warp-instruction * min(4, resident warps) * boost clock: 4 schedulers per SM, one "
     "warp-instruction each per clock, every issue slot spent in the main loop.",
     "Latency rate (Little's law) = r * (stages - 1) * HBM bytes of one stage / loaded latency, and each round "
@@ -49,8 +49,10 @@ constexpr std::string_view kAssumptions[] = {
     "shared memory per block = static + dynamic + 1 KB system reserve (sm_80+); threads and blocks per SM from the "
     "device profile.",
     "Floor = expected active experts (E * (1 - (1 - topk/E)^T)) * (N*K/2 + scale + zero-point bytes) / datasheet "
-    "DRAM bandwidth; predicted time = floor / predicted fraction. Activations, outputs and routing are not in "
-    "the floor.",
+    "DRAM bandwidth: an expert's weights come from DRAM once, and the CTAs of its other row tiles (neighbours in "
+    "the grid) find them in L2, though their bytes still count in their SMs' times; predicted time = floor / "
+    "predicted fraction = max(floor, the busiest SM's time). Activations, outputs and routing are not in the "
+    "floor. (The planner's own estimate charges every CTA's bytes at DRAM bandwidth, the cautious side.)",
     "Device figures (SMs, boost clock, bandwidth, loaded latency, mma rate) are src/spec/device_profiles.cpp's.",
     "Token counts above 64 (decode is T <= 64, DESIGN §10) are flagged prefill: they are mostly bound by the "
     "tensor cores, which the mma rate models; the fraction of the HBM floor is then small by nature, and the "

@@ -380,15 +380,21 @@ constexpr std::uint32_t kRowsReferenceSms = 132;  // H200, the sm_90a default pr
 // The layer's tile rows, which are also the align block size. Routed rows scatter around their
 // mean (binomially), so a tile that just covers the mean gives many busy experts a second tile,
 // mostly rows without a token, which the mma's multiply all the same. Half as tall a tile pads
-// less, but reads each busy expert's weights more often: the time model (gemm_time_model.hpp,
-// its mma bound counting the padded rows) weighs the two for both GEMMs of the layer.
+// less, but has more CTAs read each busy expert's weights: the time model (gemm_time_model.hpp,
+// its mma bound counting the padded rows) weighs the two for both GEMMs of the layer, with an
+// expert's weights coming from DRAM once (the CTAs of its row tiles are neighbours in the grid)
+// and every CTA's bytes passing through its SM.
 std::uint16_t layer_block_rows(const FusedMoeRequest& r) {
   const std::uint16_t covering = layer_rows(r).covering;
   if (covering == kGemmBlockRows.front()) return covering;
   auto layer_seconds = [&](std::uint16_t bm) {
     const LayerGemms g = layer_gemms(r, bm, {});
-    return plan_gemm(gemm_work(g.up), bm, kRowsReferenceArch, kRowsReferenceSms).seconds +
-           plan_gemm(gemm_work(g.down), bm, kRowsReferenceArch, kRowsReferenceSms).seconds;
+    double seconds = 0;
+    for (const GroupedGemmRequest* gemm : {&g.up, &g.down}) {
+      const GemmPlan p = plan_gemm(gemm_work(*gemm), bm, kRowsReferenceArch, kRowsReferenceSms);
+      seconds += std::max(p.weights_seconds, p.sm_seconds);
+    }
+    return seconds;
   };
   const std::uint16_t half = covering / 2;
   return layer_seconds(half) < layer_seconds(covering) ? half : covering;

@@ -76,17 +76,26 @@ GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in) {
     if (in.first_ramp_hidden && full_rounds + (last_round > 0 ? 1 : 0) > 0) t -= ramp;
     return t;
   };
-  auto bound_of = [&](double seconds) { return std::min(1.0, e.floor_seconds / seconds); };
-
-  e.issue = bound_of(busiest_sm_seconds(issue_rate, 0.0));
-  e.latency = bound_of(busiest_sm_seconds(latency_rate, latency));
-  e.fill = bound_of(busiest_sm_seconds(fill_rate_of, 0.0));
-  e.mma = bound_of(busiest_sm_seconds(tensor_rate_of, 0.0));
+  e.issue_seconds = busiest_sm_seconds(issue_rate, 0.0);
+  e.latency_seconds = busiest_sm_seconds(latency_rate, latency);
+  e.fill_seconds = busiest_sm_seconds(fill_rate_of, 0.0);
+  e.mma_seconds = busiest_sm_seconds(tensor_rate_of, 0.0);
   const double reduction =
       in.split_k > 1 ? in.split_step_ns * 1e-9 + (in.split_k - 2.0) * in.split_partial_bytes / fill_rate : 0.0;
-  const double busiest = busiest_sm_seconds(slowest_rate, latency) + reduction;
-  e.fraction = bound_of(busiest);
-  e.seconds = std::max(e.floor_seconds, busiest);
+  e.busiest_seconds = busiest_sm_seconds(slowest_rate, latency) + reduction;
+  return with_floor(e, e.floor_seconds);
+}
+
+GemmTimeEstimate with_floor(GemmTimeEstimate e, double floor_seconds) {
+  if (e.busiest_seconds <= 0) return e;  // nothing runs
+  e.floor_seconds = floor_seconds;
+  auto bound_of = [&](double seconds) { return seconds > 0 ? std::min(1.0, floor_seconds / seconds) : 1.0; };
+  e.issue = bound_of(e.issue_seconds);
+  e.latency = bound_of(e.latency_seconds);
+  e.fill = bound_of(e.fill_seconds);
+  e.mma = bound_of(e.mma_seconds);
+  e.fraction = bound_of(e.busiest_seconds);
+  e.seconds = std::max(floor_seconds, e.busiest_seconds);
 
   e.binding = TimeBound::issue;
   double smallest = e.issue;

@@ -79,6 +79,9 @@ struct GemmTimeEstimate {
   TimeBound binding = TimeBound::issue;  // the smallest bound
   double floor_seconds = 0;            // all CTAs' bytes at DRAM bandwidth
   double seconds = 0;                  // floor / fraction (infinite when nothing fits)
+  // The busiest SM's time under each rate alone, and under all of them with the ramps and the
+  // split-K reduction: the bounds and the fraction are the floor over these (0: nothing runs).
+  double issue_seconds = 0, latency_seconds = 0, fill_seconds = 0, mma_seconds = 0, busiest_seconds = 0;
   // What they were computed from.
   double busy_sms = 0;            // SMs with at least one CTA
   double ctas_on_busiest_sm = 0;  // ceil(CTAs / SMs)
@@ -90,5 +93,10 @@ struct GemmTimeEstimate {
 };
 
 GemmTimeEstimate estimate_gemm_time(const GemmTimeInputs& in);
+
+// `e` against another floor of `floor_seconds` (the static model's: each active expert's bytes
+// once, where estimate_gemm_time's floor counts every CTA's, an expert's second row tile too):
+// the bounds, fraction, binding bound and seconds again, from the same busiest-SM times.
+GemmTimeEstimate with_floor(GemmTimeEstimate e, double floor_seconds);
 
 }  // namespace moejit::dispatch

@@ -118,9 +118,17 @@ double mma_macs_per_instruction(DType act, Arch arch) {
 // (6.3-6.5) it makes 128-column tiles look as good as 256-column ones, whose two or three CTAs
 // per SM the register estimate of blocks_per_sm does not see (sm_100a's W4A8 kernels use ~200
 // registers), and B200's INT4 W4A8 then loses up to 7 points. 32-row tiles do twice the mma per
-// weight byte. Prefill tiles are compute-bound and never split; 2 keeps them from looking free.
+// weight byte: 0.9 of that base (the SASS of commit 4ca6b91 counts 5.0-5.7 for bf16 MXFP4
+// 32x128x128 on sm_90a, 0.7 undercounted them and made the fused layer's rows choice shun
+// them). Prefill tiles never split, but the fused layer weighs their rows against a
+// half-height tile's (fused_moe_op.cpp), so they are counted as well: the sm_90a SASS of commit
+// 4ca6b91 (rounded down) has 64x128x64 at 4.0 HBM bytes per warp-instruction for bf16 MXFP4 and
+// 3.0 for INT4 g128, and the 128-row tiles' two warps per column strip halve that.
 double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork& w, Arch arch) {
-  if (t.bm > 32) return 2;
+  if (t.bm > 32) {
+    const double rows_64 = w.weight == WeightFormat::mxfp4 ? 3.8 : 2.8;
+    return t.bm == 64 ? rows_64 : rows_64 / 2;
+  }
   const std::uint32_t columns_per_warp = t.bn / std::max<std::uint16_t>(1, t.warps);
   const bool mxfp4 = w.weight == WeightFormat::mxfp4, wide = columns_per_warp >= 64, long_k = t.bk >= 128;
   double decode;
@@ -133,7 +141,7 @@ double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork&
     else if (w.weight == WeightFormat::int4_sym && w.act == DType::f16) path = 1.15;
     decode = bf16_mxfp4 * path;
   }
-  return t.bm <= 16 ? decode : decode * 0.7;
+  return t.bm <= 16 ? decode : decode * 0.9;
 }
 
 }  // namespace
@@ -230,10 +238,12 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       in.stages_per_cta = per_split;
       in.split_k = split;
       in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / mma_macs;
-      const double s = estimate_gemm_time(in).seconds;
+      const GemmTimeEstimate e = estimate_gemm_time(in);
+      const double s = e.seconds;
       if (s < best_s * (1 - 1e-9)) {
         best_s = s;
-        best = {tile, static_cast<std::uint16_t>(split), s};
+        best = {tile, static_cast<std::uint16_t>(split), s, e.busiest_seconds,
+                busy * column_blocks * k_stages * in.stage_bytes / in.bandwidth};
       }
     }
   }

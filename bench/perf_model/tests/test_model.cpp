@@ -146,6 +146,28 @@ TEST_CASE("bounds: the issue bound binds a decode kernel with 1 byte per warp-in
   CHECK(b.binding == Bound::issue);
 }
 
+TEST_CASE("bounds against another floor keep the busiest SM's times") {
+  // The first case (floor 7.42741 us; busiest SM 35.168 us of issue, 0.7 + 35.168 = 35.868 us
+  // in all) against half that floor, as when each expert's weights come from DRAM once for two
+  // row tiles: issue 3.71371 / 35.168 = 0.105599, latency 0.90948 / 2 = 0.45474, fill 3.71371
+  // / 3.517 capped at 1, fraction 3.71371 / 35.868 = 0.103538; the time stays 35.868 us.
+  const Bounds b = predict_bounds(decode_inputs());
+  CHECK(b.issue_seconds == doctest::Approx(35.168e-6).epsilon(1e-4));
+  CHECK(b.busiest_seconds == doctest::Approx(35.868e-6).epsilon(1e-4));
+  const Bounds half = dispatch::with_floor(b, b.floor_seconds / 2);
+  CHECK(half.floor_seconds == doctest::Approx(3.71371e-6).epsilon(1e-5));
+  CHECK(half.issue == doctest::Approx(0.105599).epsilon(1e-4));
+  CHECK(half.latency == doctest::Approx(0.45474).epsilon(1e-4));
+  CHECK(half.fill == 1);
+  CHECK(half.fraction == doctest::Approx(0.103538).epsilon(1e-4));
+  CHECK(half.seconds == doctest::Approx(b.seconds));
+  CHECK(half.binding == Bound::issue);
+  // Nothing to run stays nothing.
+  BoundInputs none = decode_inputs();
+  none.ctas = 0;
+  CHECK(dispatch::with_floor(predict_bounds(none), 1e-6).fraction == 0);
+}
+
 TEST_CASE("bounds: the tensor cores bind a tile whose rows outnumber the tokens") {
   // The 256 CTAs above at 10 B/instr (issue: 2 x 139264 / 7.92e10 = 3.5168 us: 1), each a 64 x
   // 128 tile over K 2048: 64 x 128 x 2048 / 2048 = 8192 m16n8k16 mma's. At 0.5 per clock the
