@@ -359,16 +359,12 @@ Status check_target(const FusedMoeRequest& r, Arch arch) {
 
 namespace {
 
-// The rows each busy local expert gets on average, and the smallest tile rows that cover them.
-struct LayerRows {
-  double per_busy_expert = 0;
-  std::uint16_t covering = 0;
-};
-LayerRows layer_rows(const FusedMoeRequest& r) {
+// The smallest tile rows that cover the rows each busy local expert gets on average.
+std::uint16_t covering_block_rows(const FusedMoeRequest& r) {
   const double pairs = static_cast<double>(r.tokens) * r.topk;
   const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
   const double local_pairs = pairs * r.w13.experts / std::max(global_experts(r), r.w13.experts);
-  return {local_pairs / busy, pick_block_rows(local_pairs / busy)};
+  return pick_block_rows(local_pairs / busy);
 }
 
 // The device the tile rows are weighed on, whatever the target: the rows are the align's block
@@ -385,7 +381,7 @@ constexpr std::uint32_t kRowsReferenceSms = 132;  // H200, the sm_90a default pr
 // expert's weights coming from DRAM once (the CTAs of its row tiles are neighbours in the grid)
 // and every CTA's bytes passing through its SM.
 std::uint16_t layer_block_rows(const FusedMoeRequest& r) {
-  const std::uint16_t covering = layer_rows(r).covering;
+  const std::uint16_t covering = covering_block_rows(r);
   if (covering == kGemmBlockRows.front()) return covering;
   auto layer_seconds = [&](std::uint16_t bm) {
     const LayerGemms g = layer_gemms(r, bm, {});
@@ -458,7 +454,7 @@ Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, s
     // compiling it would make (the run checks them when it resolves them).
     for (const KernelSpec* spec : {&s.align, &s.up, &s.down, &s.quantize_hidden, &s.quantize_intermediate, &s.reduce})
         if (spec->op != Op::none) MOEJIT_TRY(validate_spec(*spec));
-    if (layer_rows(at).covering > kMaxSplitRows) break;
+    if (covering_block_rows(at) > kMaxSplitRows) break;
     split = std::max(split, split_region(s.up, s.down, t * static_cast<std::int32_t>(r.topk)).bytes);
   }
   return workspace_layout(r).split + split;

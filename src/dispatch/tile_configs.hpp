@@ -61,7 +61,7 @@ struct GemmPlan {
 // The tile and split for `work` with tile rows `bm` on a device of `sms` multiprocessors. Only
 // tiles of at most kMaxSplitRows rows split K, and only when they cover the mean rows per busy
 // expert (bm >= pick_block_rows(rows_per_expert)): smaller tiles are chosen where the rows are
-// many (choose_block_rows), and no split-K workspace is sized for them.
+// many (the fused layer's layer_block_rows), and no split-K workspace is sized for them.
 inline constexpr std::uint16_t kMaxSplitRows = 32;
 // Whether plan_gemm's answer for tile rows `bm` depends on the work's M and routing (and the SM
 // count): only tiles that may split K weigh candidates by the time model; a larger tile follows

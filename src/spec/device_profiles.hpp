@@ -35,7 +35,8 @@ struct DeviceProfile {
   // an SM completes per clock with every scheduler feeding it; e4m3 m16n8k32 and e2m1 m16n8k64
   // take the same time on the chips that run them natively (twice and four times the MACs).
   // Where mma.sync is the chip's fastest path this is the datasheet's dense bf16 peak; on
-  // sm_90 and sm_100, where wgmma / tcgen05 are, it is a measurement of mma.sync (`mma_source`).
+  // sm_90 and sm_100, where wgmma / tcgen05 are faster, our estimate from public measurements
+  // of mma.sync (`mma_source` says which).
   double mma_per_clock;
   std::string_view source;
   std::string_view mma_source;
