@@ -396,6 +396,46 @@ TEST_CASE("the tile rows weigh padded rows against weight reads, the same on eve
   CHECK(rows_at(8) == 16);
 }
 
+TEST_CASE("past the tokens whose covering tile may split, no GEMM of the layer splits: the workspace scan's premise") {
+  // fused_moe_workspace scans T upward and stops at the first T whose covering tile (the
+  // smallest that holds the mean rows per busy expert) has more than 32 rows; the half-height
+  // tiles the layer may pick past it must then never split K, or their partial sums would
+  // outgrow the workspace.
+  static const unsigned char dummy[16] = {};
+  struct Shape {
+    std::uint32_t hidden, intermediate, experts, global, topk;
+  };
+  const Shape shapes[] = {{7168, 2048, 256, 256, 8}, {7168, 2048, 32, 256, 8}, {4096, 14336, 8, 8, 2},
+                          {2048, 768, 128, 128, 8}, {256, 128, 16, 16, 4}};
+  for (const Shape& m : shapes) {
+    CAPTURE(m.experts);
+    CAPTURE(m.intermediate);
+    for (auto [arch, sms] : {std::pair{Arch::sm_90a, 132u}, std::pair{Arch::sm_120a, 188u}}) {
+      int past = 0;
+      for (std::int32_t tokens = 1; tokens <= 4096; tokens += tokens < 256 ? 1 : 37) {
+        dispatch::FusedMoeRequest r;
+        r.w13 = {WeightFormat::mxfp4, 32, DType::e8m0, m.experts, 2 * m.intermediate, m.hidden, true, dummy, dummy,
+                 nullptr, nullptr};
+        r.w2 = {WeightFormat::mxfp4, 32, DType::e8m0, m.experts, m.hidden, m.intermediate, false, dummy, dummy,
+                nullptr, nullptr};
+        r.tokens = tokens;
+        r.topk = m.topk;
+        r.global_experts = m.global;
+        const double pairs = static_cast<double>(tokens) * m.topk;
+        const double busy = dispatch::expected_busy_experts(pairs, m.experts, m.global, m.topk);
+        if (dispatch::pick_block_rows(pairs * m.experts / m.global / busy) <= dispatch::kMaxSplitRows) continue;
+        ++past;
+        auto s = dispatch::fused_moe_specs(r, arch, Backend::device, sms);
+        REQUIRE_MESSAGE(s.ok(), s.status().message());
+        CAPTURE(tokens);
+        CHECK(s->up.split_k == 1);
+        CHECK(s->down.split_k == 1);
+      }
+      CHECK(past > 0);
+    }
+  }
+}
+
 TEST_CASE("the planner counts what f16 activations cost MXFP4 and plans them apart from bf16") {
   // The f16 path (packed for f16) issues about 5% more instructions per weight byte than bf16,
   // which changes some plans of the bench's models on an H200 and a B200 at decode T; the planner
