@@ -362,9 +362,7 @@ namespace {
 // The smallest tile rows that cover the rows each busy local expert gets on average.
 std::uint16_t covering_block_rows(const FusedMoeRequest& r) {
   const double pairs = static_cast<double>(r.tokens) * r.topk;
-  const double busy = expected_busy_experts(pairs, r.w13.experts, global_experts(r), r.topk);
-  const double local_pairs = pairs * r.w13.experts / std::max(global_experts(r), r.w13.experts);
-  return pick_block_rows(local_pairs / busy);
+  return pick_block_rows(routed_rows(pairs, r.w13.experts, global_experts(r), r.topk).per_busy_expert);
 }
 
 // The device the tile rows are weighed on, whatever the target: the rows are the align's block

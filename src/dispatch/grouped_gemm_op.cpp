@@ -32,8 +32,9 @@ GemmWork gemm_work(const GroupedGemmRequest& r) {
     case Layout::indexed: {
       // Pairs routed over the global experts; this GEMM sees those of its local ones.
       const std::uint32_t global = std::max(r.global_experts_hint, experts);
-      work.busy_experts = expected_busy_experts(m, experts, global, r.topk_hint);
-      work.rows_per_expert = m * experts / global / work.busy_experts;
+      const RoutedRows rows = routed_rows(m, experts, global, r.topk_hint);
+      work.busy_experts = rows.busy_experts;
+      work.rows_per_expert = rows.per_busy_expert;
       work.routed_pairs = m;
       work.experts = experts;
       work.global_experts = global;

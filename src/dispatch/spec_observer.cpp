@@ -122,8 +122,9 @@ std::string usage_record_json(const UsageRecord& r) {
 
 namespace {
 // What a use is remembered by: the record, except that the calls of a grouped GEMM whose tile does
-// not depend on the call (prefill tiles) are all one, so that its first call stands for the rest
-// (a prefill server would otherwise add a line per distinct M).
+// not depend on the call (prefill tiles, and decode tiles the fused layer picks below its rows:
+// stand_in_call) are all one, so that its first call stands for the rest (a prefill server would
+// otherwise add a line per distinct M).
 UsageRecord remembered_as(const UsageRecord& r) {
   if (!r.gemm) return r;
   auto stand_in = stand_in_call(r.spec, r.gemm);

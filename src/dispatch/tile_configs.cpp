@@ -152,9 +152,12 @@ std::uint16_t pick_block_rows(double rows_per_expert) {
   return kGemmBlockRows.back();
 }
 
+bool may_split_k(std::uint16_t bm, double rows_per_expert) {
+  return plan_depends_on_call(bm) && bm >= pick_block_rows(rows_per_expert);
+}
+
 bool plan_fixed_for_rows(std::uint16_t bm, double rows_per_expert) {
-  if (!plan_depends_on_call(bm)) return true;
-  return bm < pick_block_rows(rows_per_expert) && rows_shape(bm).bns[1] == 0;
+  return !may_split_k(bm, rows_per_expert) && rows_shape(bm).bns[1] == 0;
 }
 
 double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk) {
@@ -165,6 +168,13 @@ double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t 
   else miss = std::pow(1.0 - 1.0 / global, pairs);
   const double busy = experts * (1.0 - miss);
   return std::clamp(busy, 1.0, static_cast<double>(experts));
+}
+
+RoutedRows routed_rows(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk) {
+  RoutedRows r;
+  r.busy_experts = expected_busy_experts(pairs, experts, global_experts, topk);
+  r.per_busy_expert = pairs * experts / std::max(global_experts, experts) / r.busy_experts;
+  return r;
 }
 
 double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
@@ -229,8 +239,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     // Only decode tiles split K, and only those that cover the rows an expert gets: prefill
     // tiles, and tiles smaller than that, have rows enough to fill the GPU, and the split-K
     // workspace of the fused layer is sized for decode (fused_moe_op.cpp).
-    const bool may_split = plan_depends_on_call(shape.bm) && shape.bm >= pick_block_rows(w.rows_per_expert);
-    const std::uint32_t max_split = may_split ? std::min<std::uint32_t>(k_stages, 64) : 1;
+    const std::uint32_t max_split = may_split_k(shape.bm, w.rows_per_expert) ? std::min<std::uint32_t>(k_stages, 64) : 1;
     for (std::uint32_t split = 1; split <= max_split; ++split) {
       const std::uint32_t per_split = (k_stages + split - 1) / split;
       if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty

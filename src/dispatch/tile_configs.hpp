@@ -67,9 +67,12 @@ inline constexpr std::uint16_t kMaxSplitRows = 32;
 // count): only tiles that may split K weigh candidates by the time model; a larger tile follows
 // from its rows, K, the formats and the target alone.
 constexpr bool plan_depends_on_call(std::uint16_t bm) { return bm <= kMaxSplitRows; }
+// Whether plan_gemm may split K for tile rows `bm` and work of `rows_per_expert` rows per busy
+// expert: decode tiles that cover those rows.
+bool may_split_k(std::uint16_t bm, double rows_per_expert);
 // Whether plan_gemm's answer for tile rows `bm`, for work of `rows_per_expert` rows per busy
-// expert, is the same for every such call: tiles that never split (plan_depends_on_call), and
-// tiles smaller than those rows (which never split either) with one column candidate.
+// expert, is the same for every such call: tiles that may not split with one column candidate
+// (every tile of more than kMaxSplitRows rows has one).
 bool plan_fixed_for_rows(std::uint16_t bm, double rows_per_expert);
 GemmPlan plan_gemm(const GemmWork& work, std::uint16_t bm, Arch arch, std::uint32_t sms);
 
@@ -87,6 +90,14 @@ KernelSpec with_tile(KernelSpec spec, const TileConfig& tile);
 // token picks `topk` distinct experts out of `global_experts` uniformly (expert parallelism:
 // `experts` of them are local). topk 0: pairs land independently.
 double expected_busy_experts(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk);
+
+// Those busy experts, and the rows each gets on average (the local share of the pairs over
+// them): what the indexed grouped GEMM plans from and what the fused layer's tile rows start
+// from, one computation so that both see the same rows to the last bit.
+struct RoutedRows {
+  double busy_experts = 0, per_busy_expert = 0;
+};
+RoutedRows routed_rows(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk);
 
 // Tiles of `bm` rows with work that the indexed layout makes among `experts` local experts, on
 // average, for the routing of expected_busy_experts: each expert's rows r ~ Binomial(pairs /
