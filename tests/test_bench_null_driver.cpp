@@ -57,6 +57,38 @@ void check_layers_reached_output_check(const nlohmann::json& j) {
 
 }  // namespace
 
+TEST_CASE("mma_rate runs every step on the null driver and only its accumulator checks fail") {
+  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
+  const fs::path program = build / "bench" / "gpu" / "mma_rate";
+  const fs::path driver = build / "bench" / "overhead" / "libmoejit-null-cuda.so";
+  for (const fs::path& needed : {program, driver})
+    if (!fs::exists(needed)) {
+      MESSAGE("skipped: " << needed.string() << " is not there (benchmarks not built?)");
+      return;
+    }
+  // 8.9 and 12.0 have e4m3 mma.sync natively, so they try it as well; 9.0 does not.
+  for (const char* cc : {"9.0", "8.9", "12.0"}) {
+    CAPTURE(cc);
+    TempDir dir;
+    const std::string out = dir / "mma_rate.json";
+    ProcessResult r = run_process({program.string(), "--out", out, "--warps", "4", "8", "--samples", "2"},
+                                  {{"MOEJIT_CUDA_LIBRARY", driver.string()}, {"MOEJIT_NULL_CUDA_CC", cc}});
+    INFO("stderr: " << r.err.substr(r.err.size() > 4000 ? r.err.size() - 4000 : 0));
+    CHECK(r.exit_code == 1);  // the accumulators were never written, as they must not be here
+    const auto j = nlohmann::json::parse(slurp(out));
+    CHECK(j["gpu"]["name"].get<std::string>().find("null driver") != std::string::npos);
+    const bool e4m3 = std::string(cc) != "9.0";
+    REQUIRE(j["runs"].size() == (e4m3 ? 4u : 2u));
+    for (const auto& run : j["runs"]) {
+      INFO(run.dump());
+      REQUIRE(run.contains("error"));
+      // Compiled, loaded, launched, copied back: the poisoned (NaN) accumulators are what fails.
+      CHECK(run["error"]["message"].get<std::string>().find("thread 0 accumulator 0 is -nan, expected") == 0);
+    }
+    CHECK(j["best_mma_per_sm_per_clock"].empty());
+  }
+}
+
 TEST_CASE("bench_gemm runs every step on the null driver and only its output checks fail") {
   TempDir dir;
   const auto j = run_on_null_driver(dir, {"--no-baselines", "--formats", "mxfp4,mxfp4_w4a8,mxfp4_w4a4"});

@@ -79,6 +79,10 @@ TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
   REQUIRE(results["python_tests"]["why"].is_string());
   CHECK(results["python_tests"]["why"].get<std::string>().find("no moejit wheel") != std::string::npos);
   CHECK(results["durations_s"]["python_tests"].get<double>() >= 0);
+  // The tensor-core rate needs the GPU the probe did not find: not run, and the report says so.
+  CHECK(results["mma_rate"]["exit_code"] == 127);
+  CHECK(results["mma_rate"]["error"] == "not run");
+  CHECK(results["durations_s"]["mma_rate"].get<double>() >= 0);
 }
 
 TEST_CASE("gpu_check_report reads pytest's summary and skip reasons, and its exit status decides the verdict") {
@@ -116,6 +120,42 @@ TEST_CASE("gpu_check_report reads pytest's summary and skip reasons, and its exi
     CHECK(p["skipped_reasons"][0].get<std::string>().find("needs two GPUs") != std::string::npos);
     // Everything else passed: pytest's exit status decides.
     CHECK(results["verdict"] == (exit_code == 0 ? "pass" : "fail"));
+  }
+}
+
+TEST_CASE("gpu_check_report embeds mma_rate's JSON, and a failed mma_rate (a wrong accumulator) fails the verdict") {
+  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
+  const fs::path report = build / "bench" / "gpu" / "gpu_check_report";
+  if (!fs::exists(report)) {
+    MESSAGE("skipped: " << report.string() << " is not there (benchmarks not built?)");
+    return;
+  }
+  TempDir dir;
+  const std::string gpu = dir / "gpu.json", tests = dir / "tests.log", mma = dir / "mma_rate.json";
+  {
+    std::ofstream(tests) << "[doctest] test cases: 3 | 3 passed | 0 failed | 0 skipped\n";
+    std::ofstream(gpu) << R"({"gpu": {"name": "NVIDIA H200"}})";
+    std::ofstream(mma) << R"({"benchmark": "mma_rate", "best_mma_per_sm_per_clock": {"bf16": 0.52}})";
+  }
+  struct Case {
+    const char* exit_code;
+    bool written;
+    const char* verdict;
+  };
+  for (const Case c : {Case{"0", true, "pass"}, Case{"1", true, "fail"}, Case{"127", false, "pass"}, Case{"1", false, "fail"}}) {
+    CAPTURE(c.exit_code);
+    CAPTURE(c.written);
+    const std::string out = dir / "results.json";
+    ProcessResult r = run_process({report.string(), "--out", out, "--gpu", gpu, "--tests-log", tests, "--tests-exit", "0",
+                                   "--bench-exit", "0", "--cutlass-exit", "0", "--mma-rate",
+                                   c.written ? mma : dir / "missing.json", "--mma-rate-exit", c.exit_code},
+                                  {});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    const auto results = nlohmann::json::parse(slurp(out));
+    CHECK(results["mma_rate"]["exit_code"] == std::stoi(c.exit_code));
+    if (c.written) CHECK(results["mma_rate"]["best_mma_per_sm_per_clock"]["bf16"] == 0.52);
+    else CHECK(results["mma_rate"]["error"].get<std::string>().find(c.exit_code == std::string("127") ? "not run" : "no result") == 0);
+    CHECK(results["verdict"] == c.verdict);
   }
 }
 

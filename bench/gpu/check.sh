@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: run on a machine with a GPU, from a build made elsewhere and carried over
-# (it builds and installs nothing outside temporary directories). Runs the device test suite,
-# the Python package's GPU tests, the CUTLASS baselines' own check, then bench_gemm, and writes into $OUT one JSON document of results (results.json) plus
+# (it builds and installs nothing outside temporary directories). Measures the tensor cores'
+# mma.sync rate, runs the device test suite, the Python package's GPU tests, the CUTLASS
+# baselines' own check, then bench_gemm, and writes into $OUT one JSON document of results (results.json) plus
 # every log, and the plots when this machine's python3 has matplotlib. Usage, the budget and
 # the JSON fields: bench/gpu/README.md.
 #
@@ -37,6 +38,7 @@ TESTS=$BUILD/tests/moejit_tests
 BENCH=$BUILD/bench/gpu/bench_gemm
 REPORT=$BUILD/bench/gpu/gpu_check_report
 CUTLASS_CHECK=$BUILD/bench/cutlass/cutlass_baseline_check
+MMA_RATE=$BUILD/bench/gpu/mma_rate
 PERF_MODEL_JSON=${MOEJIT_PERF_MODEL_JSON:-$BUILD/bench/perf_model/perf-model-gpu-check.json}
 PYTHON_WHEELS=${MOEJIT_PYTHON_WHEELS:-$BUILD/python-wheels}
 
@@ -63,7 +65,7 @@ if [[ -z ${MOEJIT_NVRTC_LIBRARY:-} ]] && ! ldconfig -p 2>/dev/null | grep -q 'li
   done
 fi
 
-for binary in "$TESTS" "$BENCH" "$REPORT" "$CUTLASS_CHECK"; do
+for binary in "$TESTS" "$BENCH" "$REPORT" "$CUTLASS_CHECK" "$MMA_RATE"; do
   [[ -x $binary ]] || log "missing $binary: build with 'cmake -S . -B build -G Ninja && cmake --build build' and carry it"
 done
 
@@ -84,6 +86,18 @@ fi
 if command -v nvidia-smi >/dev/null 2>&1; then
   timeout -k 2 20 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
 fi
+
+# 1b. The tensor cores' mma.sync rate per SM per clock (seconds), beside the time model's figure
+#     (DeviceProfile::mma_per_clock, an estimate on sm_90 and sm_100).
+t0=$SECONDS
+mma_rc=127
+if [[ -x $MMA_RATE ]] && ((probe_rc == 0)); then
+  log "mma rate"
+  timeout -k 5 60 "$MMA_RATE" --out "$OUT/mma_rate.json" 2>&1 | tee "$OUT/mma_rate.log"
+  mma_rc=${PIPESTATUS[0]}
+fi
+mma_s=$((SECONDS - t0))
+log "mma rate: exit $mma_rc in ${mma_s}s"
 
 # 2. The device test suite (doctest suite "device"), its output kept whole in tests.log.
 t0=$SECONDS
@@ -167,7 +181,8 @@ if [[ -x $REPORT ]]; then
     --tests-log "$OUT/tests.log" --tests-exit "$tests_rc" --bench "$OUT/bench.json" --bench-exit "$bench_rc" \
     --bench-log "$OUT/bench.log" --cutlass-log "$OUT/cutlass_check.log" --cutlass-exit "$cutlass_rc" \
     --python-log "$OUT/python_tests.log" --python-exit "$python_rc" --commit "$COMMIT" \
-    --duration "probe=$probe_s,tests=$tests_s,python_tests=$python_s,cutlass_check=$cutlass_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
+    --mma-rate "$OUT/mma_rate.json" --mma-rate-exit "$mma_rc" \
+    --duration "probe=$probe_s,mma_rate=$mma_s,tests=$tests_s,python_tests=$python_s,cutlass_check=$cutlass_s,bench=$bench_s,total=$total_s" 2>>"$OUT/check.log"
   report_rc=$?
 fi
 if ((report_rc != 0)); then
@@ -180,10 +195,11 @@ if ((report_rc != 0)); then
   "error": "gpu_check_report missing or failed (exit $report_rc); see check.log",
   "commit": "$COMMIT",
   "probe_exit_code": $probe_rc,
+  "mma_rate_exit_code": $mma_rc,
   "tests": {"exit_code": $tests_rc, "log": "tests.log"},
   "bench_exit_code": $bench_rc,
   "python_tests": {"exit_code": $python_rc, "log": "python_tests.log"},
-  "durations_s": {"probe": $probe_s, "tests": $tests_s, "python_tests": $python_s, "bench": $bench_s, "total": $total_s}
+  "durations_s": {"probe": $probe_s, "mma_rate": $mma_s, "tests": $tests_s, "python_tests": $python_s, "bench": $bench_s, "total": $total_s}
 }
 EOF
 fi

@@ -153,8 +153,8 @@ Json parse_pytest_log(const std::string& path, int exit_code) {
 
 int main(int argc, char** argv) {
   std::string out, gpu_path, tests_log, bench_path, commit, bench_log, tests_log_name, cutlass_log, model_path,
-      python_log;
-  int tests_exit = -1, bench_exit = -1, probe_exit = -1, cutlass_exit = -1, python_exit = -1;
+      python_log, mma_rate_path;
+  int tests_exit = -1, bench_exit = -1, probe_exit = -1, cutlass_exit = -1, python_exit = -1, mma_rate_exit = 127;
   std::vector<std::string> durations;
   CLI::App app{"assemble bench/gpu/check.sh's results into one JSON document"};
   app.add_option("--out", out, "where to write the report")->required();
@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
   app.add_option("--cutlass-exit", cutlass_exit, "its exit status");
   app.add_option("--python-log", python_log, "the Python package's GPU tests (pytest -rs output)");
   app.add_option("--python-exit", python_exit, "their exit status (127: not run)");
+  app.add_option("--mma-rate", mma_rate_path, "mma_rate's JSON (the tensor cores' rate against the model's figure)");
+  app.add_option("--mma-rate-exit", mma_rate_exit, "its exit status (127: not run)");
   app.add_option("--perf-model", model_path, "bench/perf_model's JSON for this tree, to set beside the measurements");
   app.add_option("--commit", commit, "source commit of the checked tree");
   app.add_option("--duration", durations, "NAME=SECONDS, repeatable")->delimiter(',');
@@ -207,6 +209,15 @@ int main(int argc, char** argv) {
   r["bench_timed_out"] = bench_exit == 124 || bench_exit == 137;
   r["bench_log"] = bench_log.empty() ? Json(nullptr) : Json(std::filesystem::path(bench_log).filename().string());
 
+  // The measured mma.sync rate (calibrates DeviceProfile::mma_per_clock). Part of the verdict
+  // only where it ran and failed: it checks every accumulator, so exit 1 is a wrong mma.
+  std::string mma_why;
+  Json mma_rate = read_json(mma_rate_path, mma_why);
+  if (mma_rate.is_null()) mma_rate = {{"error", mma_rate_exit == 127 ? "not run" : "no result: " + mma_why}};
+  else if (!mma_rate.is_object()) mma_rate = {{"error", mma_rate_path + " is not a JSON object"}};
+  mma_rate["exit_code"] = mma_rate_exit;
+  r["mma_rate"] = mma_rate;
+
   r["cutlass_check"] = parse_cutlass_check(cutlass_log, cutlass_exit);
   r["python_tests"] = parse_pytest_log(python_log, python_exit);
 
@@ -238,7 +249,8 @@ int main(int argc, char** argv) {
   const bool cutlass_ok = cutlass_exit == 0;
   // Not run (no wheel carried) is reported, not failed: the C++ suites are the core check.
   const bool python_ok = !r["python_tests"]["ran"].get<bool>() || python_exit == 0;
-  r["verdict"] = !gpu ? "no_gpu" : tests_ok && bench_ok && cutlass_ok && python_ok ? "pass" : "fail";
+  const bool mma_rate_ok = mma_rate_exit == 0 || mma_rate_exit == 127;
+  r["verdict"] = !gpu ? "no_gpu" : tests_ok && bench_ok && cutlass_ok && python_ok && mma_rate_ok ? "pass" : "fail";
 
   const std::string tmp = out + ".tmp";
   {

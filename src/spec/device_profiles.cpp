@@ -18,10 +18,11 @@ constexpr std::uint64_t MiB = 1024ull * 1024;
 constexpr std::string_view kMmaHopper =
     "mma.sync is not Hopper's fastest path (wgmma: 989 TFLOP/s = 2048 MACs/SM/clk at 1.83 GHz, 132 SMs). Public "
     "reports of mma.sync put it at 50-65% of that (arXiv 2501.12084 as cited by others; no table we could read); "
-    "0.6 (1229 MACs/SM/clk) is our estimate, to be measured by bench/gpu";
+    "0.6 (1229 MACs/SM/clk) is our estimate, to be measured by bench/gpu/mma_rate";
 constexpr std::string_view kMmaB200 =
     "legacy mma.sync on sm_100 (not tcgen05): an Nsight Compute analysis of FlashAttention-2 on B200 finds 1024 "
-    "MACs/SM/clk, a B300 pipe measurement about 1475; 0.5 is the lower, our estimate until bench/gpu measures it";
+    "MACs/SM/clk, a B300 pipe measurement about 1475; 0.5 is the lower, our estimate until bench/gpu/mma_rate "
+    "measures it";
 constexpr std::string_view kMmaRtxPro6000 =
     "datasheet dense bf16 with f32 accumulate, 503.8 TFLOP/s = 512 MACs/SM/clk at 2.617 GHz, 188 SMs (full rate, "
     "unlike GeForce parts); public mma.sync probes measure 512";
