@@ -338,16 +338,19 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // scales, routing) from L2.
   const L2Policy weight_policy = l2_evict_first_policy();
 
-  // Issues the copies of the split's stage `i` into pipeline slot `slot`: activations, then
-  // weights with their scales and zero points.
-  auto load_activations = [&](u32 slot, u32 i) {
-    unsigned char* stage = smem + slot * S::kStageBytes;
+  // Issues the copies of the split's stage `i` into the pipeline slot at `stage`: activations,
+  // then weights with their scales and zero points. Chunk j of A lies a constant past the
+  // thread's first (kADstStep), added to the pointer so that the copies take it as an
+  // immediate: summed as 32-bit offsets first, the constants could not be moved out of the
+  // unsigned additions, and ptxas built each address in a register of its own.
+  auto load_activations = [&](unsigned char* stage, u32 i) {
+    unsigned char* a_first = stage + a_dst0;
     for (u32 j = 0; j < S::kAPerThread; ++j)
       if (S::kAChunks % T == 0 || tid + j * T < S::kAChunks)  // chunks past the tile's rows: none
-        cp_async_ca_16(stage + a_dst(j), a_src[j] + static_cast<u64>(i) * S::kARowBytes, a_valid[j] ? 16u : 0u);
+        cp_async_ca_16(kADstStep ? a_first + j * (T / kARowChunks) * S::kARowBytes : stage + a_dst(j),
+                       a_src[j] + static_cast<u64>(i) * S::kARowBytes, a_valid[j] ? 16u : 0u);
   };
-  auto load_weights = [&](u32 slot, u32 i) {
-    unsigned char* stage = smem + slot * S::kStageBytes;
+  auto load_weights = [&](unsigned char* stage, u32 i) {
     unsigned char* b_stage = stage + S::kABytes + b_first_chunk * 16;
     const u8* b_stage_src = b_src + static_cast<u64>(i) * (BK * 16);
     for (u32 j = 0; j < S::kBPerThread; ++j)
@@ -482,8 +485,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   };
 
   // One stage: BK / 32 tiles of 32 k; each warp dequantizes its strips and runs its mma's.
-  auto compute_stage = [&](u32 slot, u32 i) {
-    const unsigned char* stage = smem + slot * S::kStageBytes;
+  auto compute_stage = [&](const unsigned char* stage, u32 i) {
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
     const u32 stage_index = work.stage_begin + i;
@@ -672,8 +674,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       }
     }
   };
-  auto compute_stage_mxf4 = [&](u32 slot, u32 i) {
-    const unsigned char* stage = smem + slot * S::kStageBytes;
+  auto compute_stage_mxf4 = [&](const unsigned char* stage, u32 i) {
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
     u32 a_scales_now[S::kMTiles][kAScaleWords];
@@ -723,12 +724,12 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // path visibly waits (tests/test_pdl_paths.cpp reads that off the PTX).
   if (dependency_pending)
     for (u32 s = 0; s + 1 < S::kStages; ++s)
-      if (s < stages) load_weights(s, s);
+      if (s < stages) load_weights(smem + s * S::kStageBytes, s);
   grid_dependency_wait();
   for (u32 s = 0; s + 1 < S::kStages; ++s) {
     if (s < stages) {
-      load_activations(s, s);
-      if (!dependency_pending) load_weights(s, s);
+      load_activations(smem + s * S::kStageBytes, s);
+      if (!dependency_pending) load_weights(smem + s * S::kStageBytes, s);
     }
     cp_async_commit();
   }
@@ -738,21 +739,30 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   if constexpr (S::kAct4)
     if (stages > 0) load_a_mx_scales(0);
   // Slots rotate: stage i computes in slot i % kStages while stage i + kStages - 1 loads into
-  // the slot before it (kept as counters: a modulo by 6 costs a multiply-high every stage).
-  u32 compute_slot = 0, load_slot = S::kStages - 1;
+  // the slot before it. The slots' addresses are carried from one stage to the next, advanced
+  // by a constant: computed as smem + slot * kStageBytes, ptxas rebuilt the shared window's base
+  // (from SR_CgaCtaId on sm_90) and every thread's copy offsets (from SR_TID) in each stage, up
+  // to 20 instructions of an sm_90a stage. The slot index stays a counter (a modulo by 6 costs
+  // a multiply-high every stage) that says when the compute slot wraps.
+  u32 compute_slot = 0;
+  unsigned char* compute_stage_ptr = smem;
+  unsigned char* load_stage_ptr = smem + (S::kStages - 1) * S::kStageBytes;
   for (u32 i = 0; i < stages; ++i) {
     cp_async_wait<S::kStages - 2>();
     block_sync();  // stage i is in shared memory; every warp is done with stage i - 1's slot
     const u32 next = i + S::kStages - 1;
     if (next < stages) {
-      load_activations(load_slot, next);
-      load_weights(load_slot, next);
+      load_activations(load_stage_ptr, next);
+      load_weights(load_stage_ptr, next);
     }
     cp_async_commit();
-    if constexpr (S::kAct4) compute_stage_mxf4(compute_slot, i);
-    else compute_stage(compute_slot, i);
-    load_slot = compute_slot;
-    compute_slot = compute_slot + 1 == S::kStages ? 0 : compute_slot + 1;
+    if constexpr (S::kAct4) compute_stage_mxf4(compute_stage_ptr, i);
+    else compute_stage(compute_stage_ptr, i);
+    load_stage_ptr = compute_stage_ptr;  // the slot just computed loads next
+    const bool wrap = compute_slot + 1 == S::kStages;
+    compute_slot = wrap ? 0 : compute_slot + 1;
+    compute_stage_ptr =
+        wrap ? compute_stage_ptr - (S::kStages - 1) * S::kStageBytes : compute_stage_ptr + S::kStageBytes;
   }
   cp_async_wait<0>();
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
