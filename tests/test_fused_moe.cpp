@@ -391,7 +391,12 @@ TEST_CASE("the tile rows weigh padded rows against weight reads, the same on eve
   CHECK(rows_at(1500) == 64);
   // 120 rows: 128-row tiles are 1.21 per expert (155 rows of work), 64-row ones 2.21 (142 rows),
   // whose extra weight reads come from L2 (an expert's row tiles are neighbours in the grid).
+  // 32-row ones (4.20, 134 rows) would save less than the 3% a shorter tile must: kept at 64.
   CHECK(rows_at(3840) == 64);
+  // 128 rows: 128-row tiles are 1.48 per expert (189 rows of work), 64-row ones 2.48 (159), 32-row
+  // ones 4.48 (143 rows, each expert's weights read 4.5 times, from L2 after the first): a quarter
+  // of the covering tile.
+  CHECK(rows_at(4096) == 32);
   // Decode: 16-row tiles cover the rows, nothing to weigh.
   CHECK(rows_at(8) == 16);
 }

@@ -371,13 +371,19 @@ std::uint16_t covering_block_rows(const FusedMoeRequest& r) {
 constexpr Arch kRowsReferenceArch = Arch::sm_90a;
 constexpr std::uint32_t kRowsReferenceSms = 132;  // H200, the sm_90a default profile
 
+// How much faster (predicted) a shorter tile must be to be taken: the model's figures are
+// estimates (the sm_90 mma rate, L2 hits for the re-read weights), the choice is made on one
+// reference device for every target, and a shorter tile reads each expert's weights more often.
+constexpr double kShorterTileGain = 0.03;
+
 // The layer's tile rows, which are also the align block size. Routed rows scatter around their
 // mean (binomially), so a tile that just covers the mean gives many busy experts a second tile,
-// mostly rows without a token, which the mma's multiply all the same. Half as tall a tile pads
-// less, but has more CTAs read each busy expert's weights: the time model (gemm_time_model.hpp,
-// its mma bound counting the padded rows) weighs the two for both GEMMs of the layer, with an
-// expert's weights coming from DRAM once (the CTAs of its row tiles are neighbours in the grid)
-// and every CTA's bytes passing through its SM.
+// mostly rows without a token, which the mma's multiply all the same. Shorter tiles pad less,
+// but have more CTAs read each busy expert's weights: the time model (gemm_time_model.hpp, its
+// mma bound counting the padded rows) weighs the covering tile and each one half as tall as the
+// last, down to 16 rows, for both GEMMs of the layer, with an expert's weights coming from DRAM
+// once (the CTAs of its row tiles are neighbours in the grid) and every CTA's bytes passing
+// through its SM. A shorter tile replaces the best so far only when it is kShorterTileGain faster.
 std::uint16_t layer_block_rows(const FusedMoeRequest& r) {
   const std::uint16_t covering = covering_block_rows(r);
   if (covering == kGemmBlockRows.front()) return covering;
@@ -390,8 +396,16 @@ std::uint16_t layer_block_rows(const FusedMoeRequest& r) {
     }
     return seconds;
   };
-  const std::uint16_t half = covering / 2;
-  return layer_seconds(half) < layer_seconds(covering) ? half : covering;
+  std::uint16_t best = covering;
+  double best_seconds = layer_seconds(covering);
+  for (std::uint16_t bm = covering / 2; bm >= kGemmBlockRows.front(); bm /= 2) {
+    const double seconds = layer_seconds(bm);
+    if (seconds < best_seconds * (1 - kShorterTileGain)) {
+      best = bm;
+      best_seconds = seconds;
+    }
+  }
+  return best;
 }
 
 // fused_moe_specs for a request whose shapes were checked (run and the workspace scan check them
