@@ -85,13 +85,21 @@ TEST_CASE("check.sh without a GPU reports no_gpu in a complete results.json") {
   CHECK(results["durations_s"]["mma_rate"].get<double>() >= 0);
 }
 
+namespace {
+
+// gpu_check_report from this build, or empty after saying why it is missing.
+fs::path report_or_skip() {
+  const fs::path report = fs::path(MOEJIT_CLI).parent_path() / "bench" / "gpu" / "gpu_check_report";
+  if (fs::exists(report)) return report;
+  MESSAGE("skipped: " << report.string() << " is not there (benchmarks not built?)");
+  return {};
+}
+
+}  // namespace
+
 TEST_CASE("gpu_check_report reads pytest's summary and skip reasons, and its exit status decides the verdict") {
-  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
-  const fs::path report = build / "bench" / "gpu" / "gpu_check_report";
-  if (!fs::exists(report)) {
-    MESSAGE("skipped: " << report.string() << " is not there (benchmarks not built?)");
-    return;
-  }
+  const fs::path report = report_or_skip();
+  if (report.empty()) return;
   TempDir dir;
   const std::string log = dir / "python_tests.log", gpu = dir / "gpu.json", tests = dir / "tests.log";
   {
@@ -124,12 +132,8 @@ TEST_CASE("gpu_check_report reads pytest's summary and skip reasons, and its exi
 }
 
 TEST_CASE("gpu_check_report embeds mma_rate's JSON, and a failed mma_rate (a wrong accumulator) fails the verdict") {
-  const fs::path build = fs::path(MOEJIT_CLI).parent_path();
-  const fs::path report = build / "bench" / "gpu" / "gpu_check_report";
-  if (!fs::exists(report)) {
-    MESSAGE("skipped: " << report.string() << " is not there (benchmarks not built?)");
-    return;
-  }
+  const fs::path report = report_or_skip();
+  if (report.empty()) return;
   TempDir dir;
   const std::string gpu = dir / "gpu.json", tests = dir / "tests.log", mma = dir / "mma_rate.json";
   {

@@ -720,22 +720,13 @@ int run(const Settings& s) {
                                                                                                             : kExitCaseFailed;
   }
   DeviceLauncher& l = **created;
-  const CudaApi& api = l.driver().api();
-  // Streams and events need a current context: the primary one, for the whole run (the
-  // launcher then finds it current and pushes nothing). Popped before the launcher goes.
-  auto primary = l.primary_context();
-  if (!primary.ok() || api.CtxPushCurrent(*primary) != CUDA_SUCCESS) {
+  // The primary context, current for the whole run; popped before the launcher goes.
+  auto context = PrimaryContextScope::enter(l);
+  if (!context.ok()) {
     std::fprintf(stderr, "bench_gemm: cannot make the primary context current: %s\n",
-                 primary.ok() ? "cuCtxPushCurrent failed" : primary.status().message().c_str());
+                 context.status().message().c_str());
     return kExitNoGpu;
   }
-  struct PopContext {
-    const CudaApi& api;
-    ~PopContext() {
-      CUcontext popped = nullptr;
-      (void)api.CtxPopCurrent(&popped);
-    }
-  } pop_context{api};
   auto stream = Stream::create(l.driver());
   if (!stream.ok()) {
     std::fprintf(stderr, "bench_gemm: %s\n", stream.status().message().c_str());

@@ -70,6 +70,19 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
+Result<PrimaryContextScope> PrimaryContextScope::enter(const DeviceLauncher& launcher) {
+  MOEJIT_ASSIGN_OR_RETURN(CUcontext primary, launcher.primary_context());
+  const CudaApi& api = launcher.driver().api();
+  MOEJIT_TRY(launcher.driver().check(api.CtxPushCurrent(primary), "cuCtxPushCurrent"));
+  return PrimaryContextScope(&api);
+}
+
+PrimaryContextScope::~PrimaryContextScope() {
+  if (api_ == nullptr) return;
+  CUcontext popped = nullptr;
+  (void)api_->CtxPopCurrent(&popped);
+}
+
 Result<Stream> Stream::create(const CudaDriver& driver) {
   CUstream s = nullptr;
   MOEJIT_TRY(driver.check(driver.api().StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));

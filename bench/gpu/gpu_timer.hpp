@@ -15,6 +15,22 @@
 
 namespace moejit::bench {
 
+// The launcher's primary context made current for the life of the object, popped after: streams
+// and events need a current context, and launches then find it current and push nothing.
+class PrimaryContextScope {
+ public:
+  static Result<PrimaryContextScope> enter(const DeviceLauncher& launcher);
+  PrimaryContextScope(PrimaryContextScope&& o) noexcept : api_(o.api_) { o.api_ = nullptr; }
+  PrimaryContextScope(const PrimaryContextScope&) = delete;
+  PrimaryContextScope& operator=(const PrimaryContextScope&) = delete;
+  PrimaryContextScope& operator=(PrimaryContextScope&&) = delete;
+  ~PrimaryContextScope();
+
+ private:
+  explicit PrimaryContextScope(const CudaApi* api) : api_(api) {}
+  const CudaApi* api_;
+};
+
 class Stream {
  public:
   static Result<Stream> create(const CudaDriver& driver);  // non-blocking: capturable

@@ -21,7 +21,6 @@
 #include "bench/gpu/gpu_timer.hpp"
 #include "bench/gpu/mma_rate_probe.hpp"
 #include "bench/utc_now.hpp"
-#include "codegen/generate.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "moejit_build_commit.h"  // MOEJIT_BUILD_COMMIT
 #include "runtime/device_buffer.hpp"
@@ -64,15 +63,7 @@ Json error_json(const Status& st) { return {{"code", code_name(st.code())}, {"me
 Result<Json> measure(DeviceLauncher& l, const NvrtcCompiler& nvrtc, const codegen::TemplateSet& set, CUstream stream,
                      DType input, std::uint16_t warps, const Settings& s, std::mt19937_64& rng) {
   const KernelSpec spec = mma_rate_spec(l.arch(), Backend::device, input, warps);
-  MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_def(spec, mma_rate_def(), set));
-  MOEJIT_ASSIGN_OR_RETURN(CompiledKernel compiled, nvrtc.compile(generated, set, spec));
-  ResolvedKernel kernel;
-  kernel.spec = spec;
-  kernel.key = xxh3_128(generated.source);
-  kernel.meta.kind = store::PayloadKind::cubin;
-  kernel.meta.kernel_name = compiled.lowered_name;
-  kernel.meta.block_threads = generated.block_threads;
-  kernel.binary = std::move(compiled.binary);
+  MOEJIT_ASSIGN_OR_RETURN(const ResolvedKernel kernel, build_mma_rate_kernel(nvrtc, spec, set));
 
   const std::uint32_t blocks = l.sm_count(), threads = 32u * warps;
   const std::vector<std::uint32_t> fragments = make_mma_rate_fragments(input, rng);
@@ -134,8 +125,8 @@ Result<Json> measure(DeviceLauncher& l, const NvrtcCompiler& nvrtc, const codege
   j["input"] = to_string(input);
   j["macs_per_mma"] = input == DType::e4m3 ? 4096 : 2048;
   j["warps_per_block"] = warps;
-  j["registers"] = compiled.report.registers;
-  j["spill_bytes"] = compiled.report.spill_store_bytes + compiled.report.spill_load_bytes;
+  j["registers"] = kernel.meta.registers;
+  j["spill_bytes"] = kernel.meta.spill_store_bytes + kernel.meta.spill_load_bytes;
   j["samples"] = readings.size();
   j["mma_per_sm_per_clock"] = mid.median;
   j["lowest_sm"] = mid.lowest;
@@ -195,21 +186,13 @@ int main(int argc, char** argv) {
                                 {"mma_source", profile->mma_source}}
                          : Json(nullptr);
 
-  // Streams and events need a current context: the primary one, popped before the launcher goes.
-  const CudaApi& api = l.driver().api();
-  auto primary = l.primary_context();
-  if (!primary.ok() || api.CtxPushCurrent(*primary) != CUDA_SUCCESS) {
-    j["error"] = {{"code", "unavailable"}, {"message", "cannot make the primary context current"}};
+  // The primary context, current for the whole run; popped before the launcher goes.
+  auto context = PrimaryContextScope::enter(l);
+  if (!context.ok()) {
+    j["error"] = error_json(context.status());
     write(s, j);
     return kExitNoGpu;
   }
-  struct PopContext {
-    const CudaApi& api;
-    ~PopContext() {
-      CUcontext popped = nullptr;
-      (void)api.CtxPopCurrent(&popped);
-    }
-  } pop_context{api};
 
   int failed = 0;
   {

@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include "codegen/generate.hpp"
+#include "kernels/kernel_def.hpp"
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
 #include "spec/spec_fields.hpp"
@@ -102,8 +104,6 @@ codegen::TemplateSet mma_rate_templates() {
   return codegen::TemplateSet(std::move(files));
 }
 
-const KernelDef& mma_rate_def() { return kDef; }
-
 KernelSpec mma_rate_spec(Arch arch, Backend backend, DType input, std::uint16_t warps) {
   KernelSpec s;
   s.act = input;
@@ -111,6 +111,23 @@ KernelSpec mma_rate_spec(Arch arch, Backend backend, DType input, std::uint16_t 
   s.arch = arch;
   s.backend = backend;
   return s;
+}
+
+Result<ResolvedKernel> build_mma_rate_kernel(const KernelCompiler& compiler, const KernelSpec& spec,
+                                             const codegen::TemplateSet& templates) {
+  MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_def(spec, kDef, templates));
+  MOEJIT_ASSIGN_OR_RETURN(CompiledKernel compiled, compiler.compile(generated, templates, spec));
+  ResolvedKernel k;
+  k.spec = spec;
+  k.key = xxh3_128(generated.source);
+  k.meta.kind = spec.backend == Backend::host ? store::PayloadKind::host_shared_object : store::PayloadKind::cubin;
+  k.meta.kernel_name = compiled.lowered_name;
+  k.meta.registers = compiled.report.registers;
+  k.meta.spill_store_bytes = compiled.report.spill_store_bytes;
+  k.meta.spill_load_bytes = compiled.report.spill_load_bytes;
+  k.meta.block_threads = generated.block_threads;
+  k.binary = std::move(compiled.binary);
+  return k;
 }
 
 std::vector<std::uint32_t> make_mma_rate_fragments(DType input, std::mt19937_64& rng) {

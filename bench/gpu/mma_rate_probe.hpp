@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "codegen/template_set.hpp"
-#include "kernels/kernel_def.hpp"
+#include "compile/compiler.hpp"
+#include "runtime/resolved_kernel.hpp"
 #include "spec/kernel_spec.hpp"
 #include "support/status.hpp"
 
@@ -41,12 +42,14 @@ struct MmaRateParams {
 // The template set with the probe's file added to the embedded templates.
 codegen::TemplateSet mma_rate_templates();
 
-// The probe's definition: block of spec.warps warps, the mma of spec.act (bf16 or e4m3).
-const KernelDef& mma_rate_def();
-
-// The spec the probe is compiled under for `arch` / `backend`: only act, warps, arch and
-// backend matter. e4m3 needs has_e4m3_mma(arch).
+// The spec the probe is compiled under for `arch` / `backend`: only act (the mma's input, bf16
+// or e4m3), warps (per block), arch and backend matter. e4m3 needs has_e4m3_mma(arch).
 KernelSpec mma_rate_spec(Arch arch, Backend backend, DType input, std::uint16_t warps);
+
+// The probe compiled by `compiler` (NVRTC for the device backend, the host compiler for the
+// host one) for `spec`, ready for either backend's launch.
+Result<ResolvedKernel> build_mma_rate_kernel(const KernelCompiler& compiler, const KernelSpec& spec,
+                                             const codegen::TemplateSet& templates);
 
 // Fragments for 32 lanes (6 words each) holding random small integers (bf16: -4..4; e4m3:
 // -3..3), so that every product sum is an integer far below 2^24 and exact in f32.

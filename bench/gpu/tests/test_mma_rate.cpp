@@ -14,7 +14,6 @@
 #include "bench/gpu/mma_rate_probe.hpp"
 #include "bench/perf_model/cases.hpp"
 #include "bench/perf_model/sass.hpp"
-#include "codegen/generate.hpp"
 #include "common/numeric.cuh"
 #include "compile/nvrtc_compiler.hpp"
 #include "host_test_support.hpp"
@@ -25,24 +24,6 @@ using namespace moejit;
 using namespace moejit::bench;
 using namespace moejit::test;
 
-namespace {
-
-Result<ResolvedKernel> build_probe(const KernelCompiler& compiler, const KernelSpec& spec,
-                                   const codegen::TemplateSet& set) {
-  MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_def(spec, mma_rate_def(), set));
-  MOEJIT_ASSIGN_OR_RETURN(CompiledKernel compiled, compiler.compile(generated, set, spec));
-  ResolvedKernel k;
-  k.spec = spec;
-  k.key = xxh3_128(generated.source);
-  k.meta.kind = spec.backend == Backend::host ? store::PayloadKind::host_shared_object : store::PayloadKind::cubin;
-  k.meta.kernel_name = compiled.lowered_name;
-  k.meta.block_threads = generated.block_threads;
-  k.meta.spill_store_bytes = compiled.report.spill_store_bytes;
-  k.binary = std::move(compiled.binary);
-  return k;
-}
-
-}  // namespace
 
 TEST_CASE("the probe's chains end at their start plus the iterations times the fragments' product, on the host backend") {
   auto compiler = host_compiler_or_skip();
@@ -53,7 +34,7 @@ TEST_CASE("the probe's chains end at their start plus the iterations times the f
     CAPTURE(to_string(input));
     constexpr std::uint16_t kWarps = 2;
     constexpr std::uint32_t kBlocks = 3, kIterations = 5, kThreads = 32 * kWarps;
-    auto k = build_probe(*compiler, mma_rate_spec(Arch::sm_90a, Backend::host, input, kWarps), set);
+    auto k = build_mma_rate_kernel(*compiler, mma_rate_spec(Arch::sm_90a, Backend::host, input, kWarps), set);
     REQUIRE_MESSAGE(k.ok(), k.status().message());
     const std::vector<std::uint32_t> fragments = make_mma_rate_fragments(input, rng);
     const std::vector<float> expected = expected_mma_rate_accumulators(input, fragments, kIterations);
@@ -135,7 +116,7 @@ TEST_CASE("the probe's loop holds its chains' mma's and nothing that waits on me
       if (input == DType::e4m3 && !has_e4m3_mma(arch)) continue;  // mma_rate runs only the native one
       CAPTURE(to_string(arch));
       CAPTURE(to_string(input));
-      auto k = build_probe(**nvrtc, mma_rate_spec(arch, Backend::device, input, 8), set);
+      auto k = build_mma_rate_kernel(**nvrtc, mma_rate_spec(arch, Backend::device, input, 8), set);
       REQUIRE_MESSAGE(k.ok(), k.status().message());
       CHECK(k->meta.spill_store_bytes == 0);
       auto sass = perf::disassemble(*nvdisasm, k->binary, work);
