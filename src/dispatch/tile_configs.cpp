@@ -251,7 +251,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       const double s = e.seconds;
       if (s < best_s * (1 - 1e-9)) {
         best_s = s;
-        best = {tile, static_cast<std::uint16_t>(split), s, e.busiest_seconds,
+        best = {tile, static_cast<std::uint16_t>(split), e.busiest_seconds,
                 busy * column_blocks * k_stages * in.stage_bytes / in.bandwidth};
       }
     }
@@ -281,7 +281,11 @@ struct PlanKey {
 }  // namespace
 
 GemmPlan plan_gemm(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
-  constexpr std::size_t kEntries = 8;
+  // A fused layer's call plans up to 10 GEMMs: its tile rows weigh up to 4 heights x 2 GEMMs on
+  // the reference device (fused_moe_op.cpp, layer_block_rows), then its own 2 on the caller's.
+  // With fewer entries than that the round-robin evicts each plan before the next call asks
+  // for it again, and every call plans anew.
+  constexpr std::size_t kEntries = 16;
   thread_local std::array<std::pair<PlanKey, GemmPlan>, kEntries> memo{};
   thread_local std::size_t used = 0, next = 0;
   const PlanKey key{w, bm, arch, sms};

@@ -51,11 +51,11 @@ struct GemmWork {
 struct GemmPlan {
   TileConfig tile{};
   std::uint16_t split_k = 1;
-  // The time model's estimate for it (gemm_time_model.hpp): `seconds` charges every CTA's bytes
-  // at DRAM bandwidth (what the plan is chosen by); `sm_seconds` is the busiest SM's time, and
+  // The time model's estimate for it (gemm_time_model.hpp; the plan is chosen by its seconds,
+  // which charge every CTA's bytes at DRAM bandwidth): `sm_seconds` is the busiest SM's time, and
   // `weights_seconds` each busy expert's weights once at DRAM bandwidth, as when the CTAs of an
   // expert's other row tiles (its neighbours in the grid) find them in L2.
-  double seconds = 0, sm_seconds = 0, weights_seconds = 0;
+  double sm_seconds = 0, weights_seconds = 0;
 };
 
 // The tile and split for `work` with tile rows `bm` on a device of `sms` multiprocessors. Only
