@@ -23,6 +23,11 @@ struct AsyncCopy {
   u32 src_bytes;
 };
 
+struct AsyncMma {
+  const char* (*run)(void* ctx);
+  std::vector<unsigned char> ctx;
+};
+
 void perform(const AsyncCopy& c) {
   if (c.src_bytes > 0) std::memcpy(c.dst, c.src, c.src_bytes);
   std::memset(static_cast<unsigned char*>(c.dst) + c.src_bytes, 0, c.dst_bytes - c.src_bytes);
@@ -59,6 +64,8 @@ struct BlockRunner::Thread {
   bool stack_clean = true;
   std::vector<AsyncCopy> uncommitted;
   std::deque<std::vector<AsyncCopy>> committed;  // oldest first
+  std::vector<AsyncMma> mma_uncommitted;
+  std::deque<std::vector<AsyncMma>> mma_committed;  // oldest first
 };
 
 namespace {
@@ -108,6 +115,8 @@ void BlockRunner::start_block(std::uint64_t linear_block) {
     t.trapped = false;
     t.uncommitted.clear();
     t.committed.clear();
+    t.mma_uncommitted.clear();
+    t.mma_committed.clear();
     if (!t.stack_clean) stacks_.unpoison(i);
     t.stack_clean = false;
     t.fiber.prepare(&host_, stacks_.bottom(i), stacks_.stack_bytes(), &BlockRunner::thread_main,
@@ -365,6 +374,27 @@ void BlockRunner::cp_async_wait(Thread& t, u32 pending) {
   }
 }
 
+// --- wgmma.mma_async -----------------------------------------------------------------------------
+
+void BlockRunner::mma_async(Thread& t, const char* (*run)(void* ctx), const void* ctx,
+                            u32 ctx_bytes) {
+  const auto* bytes = static_cast<const unsigned char*>(ctx);
+  t.mma_uncommitted.push_back({run, std::vector<unsigned char>(bytes, bytes + ctx_bytes)});
+}
+
+void BlockRunner::mma_async_commit(Thread& t) {
+  t.mma_committed.push_back(std::move(t.mma_uncommitted));
+  t.mma_uncommitted.clear();
+}
+
+void BlockRunner::mma_async_wait(Thread& t, u32 pending) {
+  while (t.mma_committed.size() > pending) {
+    for (AsyncMma& op : t.mma_committed.front())
+      if (const char* failed = op.run(op.ctx.data()); failed != nullptr) return trap(t, failed);
+    t.mma_committed.pop_front();
+  }
+}
+
 // --- Exit, trap, failure reports -------------------------------------------------------------
 
 void BlockRunner::exit_thread(Thread& t) {
@@ -376,6 +406,12 @@ void BlockRunner::exit_thread(Thread& t) {
           t, fmt::format("exits while lanes {} of warp {} wait for it in a warp collective with "
                          "mask 0x{:08x}",
                          lane_list(e.arrived), w, e.mask));
+  std::size_t mma_pending = t.mma_uncommitted.size();
+  for (const auto& group : t.mma_committed) mma_pending += group.size();
+  if (mma_pending > 0)
+    return trap(t, fmt::format("exits with {} wgmma.mma_async operation(s) not waited for "
+                               "(wgmma.wait_group): their results would be lost",
+                               mma_pending));
   // Copies never waited for are dropped: on the device they would land at some unknown time,
   // so whatever read them was racing.
   t.uncommitted.clear();
@@ -519,6 +555,24 @@ void BlockRunner::rt_cp_async_commit() {
 void BlockRunner::rt_cp_async_wait(u32 pending) {
   Thread& t = current();
   t.runner->cp_async_wait(t, pending);
+  leave_if_trapped(t);
+}
+
+void BlockRunner::rt_mma_async(const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes) {
+  Thread& t = current();
+  t.runner->mma_async(t, run, ctx, ctx_bytes);
+  leave_if_trapped(t);
+}
+
+void BlockRunner::rt_mma_async_commit() {
+  Thread& t = current();
+  t.runner->mma_async_commit(t);
+  leave_if_trapped(t);
+}
+
+void BlockRunner::rt_mma_async_wait(u32 pending) {
+  Thread& t = current();
+  t.runner->mma_async_wait(t, pending);
   leave_if_trapped(t);
 }
 

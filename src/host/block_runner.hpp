@@ -8,7 +8,7 @@
 // It also implements the Runtime table of common/host_runtime.cuh for the fiber that calls it
 // (found through a thread-local pointer, set around every resume), and checks what the device
 // would leave undefined: barrier ids and counts, warp-collective masks, cp.async sizes and
-// alignment, and deadlock (no live thread can proceed) or a block that only spins.
+// alignment, wgmma results never waited for, and deadlock (no live thread can proceed) or a block that only spins.
 
 #include <chrono>
 #include <cstdint>
@@ -42,6 +42,9 @@ class BlockRunner {
   static void rt_cp_async(void* dst, const void* src, u32 dst_bytes, u32 src_bytes);
   static void rt_cp_async_commit();
   static void rt_cp_async_wait(u32 pending);
+  static void rt_mma_async(const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes);
+  static void rt_mma_async_commit();
+  static void rt_mma_async_wait(u32 pending);
   [[noreturn]] static void rt_trap(const char* message);
 
   struct Thread;
@@ -77,6 +80,9 @@ class BlockRunner {
   void cp_async(Thread& t, void* dst, const void* src, u32 dst_bytes, u32 src_bytes);
   void cp_async_commit(Thread& t);
   void cp_async_wait(Thread& t, u32 pending);
+  void mma_async(Thread& t, const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes);
+  void mma_async_commit(Thread& t);
+  void mma_async_wait(Thread& t, u32 pending);
   void exit_thread(Thread& t);
   // Records a failed device-side check of `t`; the runtime entry point then abandons t's fiber
   // (leave_if_trapped) once the failing call has returned and freed what it held.

@@ -14,6 +14,9 @@ const Runtime& runtime_table() {
       .cp_async = &BlockRunner::rt_cp_async,
       .cp_async_commit = &BlockRunner::rt_cp_async_commit,
       .cp_async_wait = &BlockRunner::rt_cp_async_wait,
+      .mma_async = &BlockRunner::rt_mma_async,
+      .mma_async_commit = &BlockRunner::rt_mma_async_commit,
+      .mma_async_wait = &BlockRunner::rt_mma_async_wait,
       .trap = &BlockRunner::rt_trap,
   };
   return kTable;

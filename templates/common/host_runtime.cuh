@@ -13,7 +13,7 @@
 
 namespace moejit::host {
 
-inline constexpr u32 kRuntimeAbiVersion = 1;
+inline constexpr u32 kRuntimeAbiVersion = 2;
 
 struct Dim3 {
   u32 x, y, z;
@@ -52,6 +52,17 @@ struct Runtime {
   // cp.async.wait_group `pending`: performs the copies of every committed group except the
   // newest `pending` ones. Copies not yet committed are never performed by a wait.
   void (*cp_async_wait)(u32 pending);
+  // wgmma.mma_async (the warpgroup MMA of sm_90a, common/wgmma.cuh) runs after it is issued:
+  // queues `run` with a copy of the `ctx_bytes` bytes at `ctx` in the calling thread's open
+  // group. The thread calls run(copy) when a wait completes that group; a non-null result is
+  // a failed check (the launch ends with that message). A thread that exits with operations
+  // queued fails the launch: their results would be lost.
+  void (*mma_async)(const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes);
+  // wgmma.commit_group: closes the group of operations queued since the last commit.
+  void (*mma_async_commit)();
+  // wgmma.wait_group `pending`: runs the operations of every committed group except the newest
+  // `pending` ones, oldest first. Operations not yet committed are never run by a wait.
+  void (*mma_async_wait)(u32 pending);
   // A failed device-side check: ends the launch with an error carrying `message`. Never
   // returns: the calling fiber is abandoned.
   void (*trap)(const char* message);
