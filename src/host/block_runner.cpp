@@ -66,6 +66,8 @@ struct BlockRunner::Thread {
   std::deque<std::vector<AsyncCopy>> committed;  // oldest first
   std::vector<AsyncMma> mma_uncommitted;
   std::deque<std::vector<AsyncMma>> mma_committed;  // oldest first
+  std::vector<unsigned char> scratch;  // thread_scratch: kept across blocks, zeroed when used
+  bool scratch_used = false;
 };
 
 namespace {
@@ -117,6 +119,8 @@ void BlockRunner::start_block(std::uint64_t linear_block) {
     t.committed.clear();
     t.mma_uncommitted.clear();
     t.mma_committed.clear();
+    if (t.scratch_used) std::fill(t.scratch.begin(), t.scratch.end(), 0);
+    t.scratch_used = false;
     if (!t.stack_clean) stacks_.unpoison(i);
     t.stack_clean = false;
     t.fiber.prepare(&host_, stacks_.bottom(i), stacks_.stack_bytes(), &BlockRunner::thread_main,
@@ -382,6 +386,17 @@ void BlockRunner::mma_async(Thread& t, const char* (*run)(void* ctx), const void
   t.mma_uncommitted.push_back({run, std::vector<unsigned char>(bytes, bytes + ctx_bytes)});
 }
 
+void* BlockRunner::thread_scratch(Thread& t, u32 bytes) {
+  if (t.scratch_used && t.scratch.size() != bytes) {
+    trap(t, fmt::format("thread_scratch of {} bytes after a call for {}: the size must not change", bytes,
+                        t.scratch.size()));
+    return nullptr;
+  }
+  if (t.scratch.size() != bytes) t.scratch.assign(bytes, 0);
+  t.scratch_used = true;
+  return t.scratch.data();
+}
+
 void BlockRunner::mma_async_commit(Thread& t) {
   t.mma_committed.push_back(std::move(t.mma_uncommitted));
   t.mma_uncommitted.clear();
@@ -562,6 +577,13 @@ void BlockRunner::rt_mma_async(const char* (*run)(void* ctx), const void* ctx, u
   Thread& t = current();
   t.runner->mma_async(t, run, ctx, ctx_bytes);
   leave_if_trapped(t);
+}
+
+void* BlockRunner::rt_thread_scratch(u32 bytes) {
+  Thread& t = current();
+  void* scratch = t.runner->thread_scratch(t, bytes);
+  leave_if_trapped(t);
+  return scratch;
 }
 
 void BlockRunner::rt_mma_async_commit() {

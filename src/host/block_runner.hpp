@@ -43,6 +43,7 @@ class BlockRunner {
   static void rt_cp_async_commit();
   static void rt_cp_async_wait(u32 pending);
   static void rt_mma_async(const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes);
+  static void* rt_thread_scratch(u32 bytes);
   static void rt_mma_async_commit();
   static void rt_mma_async_wait(u32 pending);
   [[noreturn]] static void rt_trap(const char* message);
@@ -81,6 +82,7 @@ class BlockRunner {
   void cp_async_commit(Thread& t);
   void cp_async_wait(Thread& t, u32 pending);
   void mma_async(Thread& t, const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes);
+  void* thread_scratch(Thread& t, u32 bytes);
   void mma_async_commit(Thread& t);
   void mma_async_wait(Thread& t, u32 pending);
   void exit_thread(Thread& t);

@@ -15,6 +15,7 @@ const Runtime& runtime_table() {
       .cp_async_commit = &BlockRunner::rt_cp_async_commit,
       .cp_async_wait = &BlockRunner::rt_cp_async_wait,
       .mma_async = &BlockRunner::rt_mma_async,
+      .thread_scratch = &BlockRunner::rt_thread_scratch,
       .mma_async_commit = &BlockRunner::rt_mma_async_commit,
       .mma_async_wait = &BlockRunner::rt_mma_async_wait,
       .trap = &BlockRunner::rt_trap,

@@ -58,6 +58,11 @@ struct Runtime {
   // a failed check (the launch ends with that message). A thread that exits with operations
   // queued fails the launch: their results would be lost.
   void (*mma_async)(const char* (*run)(void* ctx), const void* ctx, u32 ctx_bytes);
+  // Memory of the calling thread for twins that keep state between calls (the wgmma twin's
+  // accumulators in flight): `bytes` bytes, zero at the thread's first call in a block, the
+  // same memory on every later call of the thread in that block. `bytes` must be the same on
+  // every call.
+  void* (*thread_scratch)(u32 bytes);
   // wgmma.commit_group: closes the group of operations queued since the last commit.
   void (*mma_async_commit)();
   // wgmma.wait_group `pending`: runs the operations of every committed group except the newest

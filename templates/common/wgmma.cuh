@@ -29,14 +29,13 @@
 //
 // The host twin queues the MMA (host_runtime.cuh's mma_async) and performs it when the wait
 // completes its group. It checks what the device leaves undefined and would race on:
-//   - accumulators are poisoned (the quiet NaN kWgmmaPoison) at issue, so a read before the
-//     wait shows, and the wait traps if they no longer hold the poison. A wgmma issued on
-//     accumulators that all hold the poison chains on the one in flight (as consecutive wgmmas
-//     into the same registers do on the device): it takes as C the D its predecessor leaves
-//     there when it completes, so the poison check is made by the chain's first MMA only, and
-//     between a partial wait that completes the predecessor's group and the successor's wait
-//     the accumulators read as the predecessor's D instead of poison. Accumulators partly
-//     poisoned at issue (some written in flight) are a trap;
+//   - accumulators are poisoned (the quiet NaN kWgmmaPoison) from issue until the last wgmma
+//     in flight on them completes, so a read before the wait shows; a wgmma issued on
+//     accumulators with one in flight chains on it (as consecutive wgmmas into the same
+//     registers do on the device) and takes its D as C, kept by the twin meanwhile (the
+//     thread's table of accumulators in flight, in host_runtime.cuh's thread_scratch). An
+//     accumulator found holding something else than the poison then (written in flight) is a
+//     trap, at a chained issue and at every completion;
 //   - B is read at issue and again at the wait: a change in between traps;
 //   - b-desc and the accumulate flag must agree across the warp; the layout must be one of the
 //     two above, the operand inside the block's shared memory, and the base offset 0.
@@ -100,6 +99,28 @@ constexpr u32 wgmma_b_address(const WgmmaDescriptor& d, u32 n, u32 k_bytes) {
 
 #if MOEJIT_TARGET_HOST
 
+// The accumulators of a thread with wgmmas in flight on them: D of the last one completed,
+// which the next takes as C (the registers themselves hold the poison meanwhile).
+inline constexpr u32 kWgmmaChains = 8;
+struct WgmmaChain {
+  float* d;       // the accumulators (nullptr: a free entry)
+  u32 pending;    // wgmmas in flight on them
+  u32 count;      // N / 2
+  float carry[128];
+};
+struct WgmmaChains {
+  WgmmaChain chain[kWgmmaChains];
+};
+
+inline WgmmaChains& wgmma_chains() {
+  return *static_cast<WgmmaChains*>(moejit_host_runtime->thread_scratch(sizeof(WgmmaChains)));
+}
+inline WgmmaChain* find_wgmma_chain(WgmmaChains& all, const float* d) {
+  for (WgmmaChain& c : all.chain)
+    if (c.d == d) return &c;
+  return nullptr;
+}
+
 // What one thread's MMA needs when its group completes.
 template <u32 N>
 struct WgmmaPending {
@@ -108,11 +129,9 @@ struct WgmmaPending {
   u32 shared_bytes;
   u32 lane;
   MmaInput in;
-  u32 accumulate;                // 0: D = A * B, else D = A * B + D
-  u32 chained;                   // C is the D of the MMA in flight on these accumulators
+  u32 accumulate;                // 0: D = A * B, else D = A * B + D (C: the chain's carry)
   u64 b_desc;
   u32 a_rows[2][8];              // rows g and g + 8 of the warp's A: 32 bytes of K each
-  float c[N / 2];                // D at issue
   u8 b_columns[N / 4][32];       // B's columns 8j + 2t, 8j + 2t + 1 (j < N / 8) at issue
 };
 
@@ -134,13 +153,23 @@ const char* wgmma_gather_b(const WgmmaPending<N>& p, u8 (&out)[N / 4][32]) {
   return nullptr;
 }
 
-// The queued operation: checks that nothing changed while in flight, then writes D.
+inline bool wgmma_poisoned(const float* d, u32 count) {
+  for (u32 i = 0; i < count; ++i)
+    if (f32_bits(d[i]) != kWgmmaPoison) return false;
+  return true;
+}
+
+inline constexpr const char* kWgmmaWrittenInFlight =
+    "wgmma: an accumulator was written while a wgmma.mma_async on it was in flight";
+
+// The queued operation: checks that nothing changed while in flight, then computes D from the
+// chain's carry; the last of the chain writes it to the accumulators.
 template <u32 N>
 const char* wgmma_complete(void* ctx) {
   const WgmmaPending<N>& p = *static_cast<const WgmmaPending<N>*>(ctx);
-  for (u32 i = 0; i < N / 2 && !p.chained; ++i)
-    if (f32_bits(p.d[i]) != kWgmmaPoison)
-      return "wgmma: an accumulator was written while a wgmma.mma_async on it was in flight";
+  WgmmaChain* chain = find_wgmma_chain(wgmma_chains(), p.d);
+  if (chain == nullptr || chain->pending == 0) return "wgmma: internal: no chain for a completing wgmma";
+  if (!wgmma_poisoned(p.d, N / 2)) return kWgmmaWrittenInFlight;
   u8 b[N / 4][32];
   if (const char* failed = wgmma_gather_b(p, b)) return failed;
   for (u32 c = 0; c < N / 4; ++c)
@@ -158,9 +187,13 @@ const char* wgmma_complete(void* ctx) {
     // d[4j + r]: row g + 8 (r / 2) of the warp's slice, column 8j + 2t + r % 2.
     const u32 r = i % 4, c = 2 * (i / 4) + r % 2;
     const u8* a = reinterpret_cast<const u8*>(p.a_rows[r / 2]);
-    double sum = !p.accumulate ? 0.0 : p.chained ? p.d[i] : p.c[i];
+    double sum = p.accumulate ? chain->carry[i] : 0.0;
     for (u32 kk = 0; kk < k; ++kk) sum += element(a, kk) * element(p.b_columns[c], kk);
-    p.d[i] = static_cast<float>(sum);
+    chain->carry[i] = static_cast<float>(sum);
+  }
+  if (--chain->pending == 0) {
+    for (u32 i = 0; i < N / 2; ++i) p.d[i] = chain->carry[i];
+    chain->d = nullptr;
   }
   return nullptr;
 }
@@ -304,6 +337,25 @@ MOEJIT_DEVICE void wgmma_host(twin::MmaInput in, float (&d)[N / 2], const u32 (&
     if (l.b_desc != b_desc || l.accumulate != mine.accumulate)
       trap("wgmma: b-desc or the accumulate flag differs between lanes of the warp");
 
+  // The chain of these accumulators: joined when a wgmma is in flight on them, else started
+  // with their values as C.
+  twin::WgmmaChains& chains = twin::wgmma_chains();
+  twin::WgmmaChain* chain = twin::find_wgmma_chain(chains, d);
+  if (chain != nullptr) {
+    if (!twin::wgmma_poisoned(d, N / 2)) trap(twin::kWgmmaWrittenInFlight);
+    if (chain->count != N / 2) trap("wgmma: a wgmma of another N on accumulators with one in flight");
+  } else {
+    chain = twin::find_wgmma_chain(chains, nullptr);
+    if (chain == nullptr) trap("wgmma: more accumulator arrays in flight at once than the twin tracks (8)");
+    chain->d = d;
+    chain->count = N / 2;
+    for (u32 i = 0; i < N / 2; ++i) {
+      chain->carry[i] = d[i];
+      d[i] = twin::f32_from_bits(twin::kWgmmaPoison);
+    }
+  }
+  ++chain->pending;
+
   auto* p = new twin::WgmmaPending<N>{};  // large for N = 256: off the fiber's stack
   p->d = d;
   p->shared = dynamic_shared();
@@ -312,9 +364,8 @@ MOEJIT_DEVICE void wgmma_host(twin::MmaInput in, float (&d)[N / 2], const u32 (&
   p->in = in;
   p->accumulate = mine.accumulate;
   p->b_desc = b_desc;
-  // Rows g and g + 8 of A, as lanes 4g .. 4g + 3 hold them: registers 0 and 2 (k 0-7 of the
-  // 16-bit types, 0-15 of e4m3) and 1 and 3 (the upper half of K) of row g; 1 and 3 hold row
-  // g + 8 in mma.sync's A layout (common/mma.cuh).
+  // Rows g and g + 8 of A, from the registers of lanes 4g .. 4g + 3 in mma.sync's A layout
+  // (common/mma.cuh).
   const u32 g = p->lane / 4;
   const bool e4m3 = in == twin::MmaInput::e4m3;
   const u32 per_reg = e4m3 ? 4 : 2, elem_bytes = e4m3 ? 1 : 2;
@@ -325,18 +376,8 @@ MOEJIT_DEVICE void wgmma_host(twin::MmaInput in, float (&d)[N / 2], const u32 (&
       u8* row = reinterpret_cast<u8*>(p->a_rows[rc.row / 8]);
       for (u32 b = 0; b < elem_bytes; ++b) row[rc.col * elem_bytes + b] = static_cast<u8>(word >> (8 * b));
     }
-  u32 poisoned = 0;
-  for (u32 i = 0; i < N / 2; ++i) poisoned += twin::f32_bits(d[i]) == twin::kWgmmaPoison;
-  p->chained = poisoned == N / 2;
-  for (u32 i = 0; i < N / 2; ++i) {
-    p->c[i] = d[i];
-    d[i] = twin::f32_from_bits(twin::kWgmmaPoison);
-  }
-  const char* failed = poisoned == 0 || p->chained
-                           ? twin::wgmma_gather_b(*p, p->b_columns)
-                           : "wgmma: an accumulator was written while a wgmma.mma_async on it was in flight";
-  if (failed == nullptr)
-    moejit_host_runtime->mma_async(&twin::wgmma_complete<N>, p, sizeof *p);
+  const char* failed = twin::wgmma_gather_b(*p, p->b_columns);
+  if (failed == nullptr) moejit_host_runtime->mma_async(&twin::wgmma_complete<N>, p, sizeof *p);
   delete p;
   if (failed != nullptr) trap(failed);
 }
