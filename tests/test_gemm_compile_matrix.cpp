@@ -46,7 +46,7 @@ using CompileJobs = std::vector<std::pair<KernelSpec, std::future<Result<Resolut
 
 // Every tile the planner has for `corner` on its target, compiled in the background.
 void add_every_tile(KernelResolver& r, const KernelSpec& corner, CompileJobs& jobs) {
-  for (const auto& tile : dispatch::gemm_tile_configs(corner.arch, corner.k, corner.weight, corner.scale, corner.group_size)) {
+  for (const auto& tile : dispatch::gemm_tile_configs(corner.arch, corner.k, corner.weight, corner.scale, corner.group_size, corner.act)) {
     KernelSpec spec = dispatch::with_tile(corner, tile);
     jobs.emplace_back(spec, r.resolve_async(spec));
   }

@@ -50,7 +50,7 @@ int main() {
     for (Arch arch : default_target_archs()) {
       if (c.act == DType::e4m3 && arch_info(arch).sm < 89) continue;  // no e4m3 mma before sm_89
       if (c.act == DType::e2m1 && !has_block_scale_mma(arch)) continue;  // kind::mxf4: sm_120a / sm_121a
-      for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group)) {
+      for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group, c.act)) {
         KernelSpec s{};
         s.op = Op::grouped_gemm;
         s.arch = arch;

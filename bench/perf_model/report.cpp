@@ -187,6 +187,7 @@ nlohmann::ordered_json report_json(const RunInfo& run, std::span<const KernelAna
                         {"memory_bytes_per_s", p.memory_bytes_per_s},
                         {"memory_latency_ns", p.memory_latency_ns},
                         {"mma_per_clock", p.mma_per_clock},
+                        {"wgmma_per_clock", p.wgmma_per_clock},
                         {"shared_per_sm", p.shared_per_sm},
                         {"registers_per_sm", p.registers_per_sm},
                         {"max_threads_per_sm", p.max_threads_per_sm},

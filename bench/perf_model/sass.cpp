@@ -228,10 +228,21 @@ std::uint64_t count_mma_one_side(const SassFunction& function, const Loop& loop)
 }
 
 std::optional<Loop> find_main_loop(const SassFunction& function, const std::vector<Loop>& loops) {
+  // Warpgroup mma's (HGMMA) where any loop has them: a kernel with a wgmma main loop keeps an
+  // mma.sync one for what the wgmma path does not take (the grouped GEMM's experts whose scales
+  // cannot be folded), with more, smaller mma's.
+  auto warpgroup_mma = [&](const Loop& loop) {
+    std::uint64_t n = 0;
+    for (const auto& in : function.instructions)
+      if (in.address >= loop.start && in.address <= loop.end && in.klass == InstrClass::mma && in.base == "HGMMA") ++n;
+    return n;
+  };
+  bool any_warpgroup = false;
+  for (const Loop& loop : loops) any_warpgroup = any_warpgroup || warpgroup_mma(loop) > 0;
   std::optional<Loop> best;
   std::uint64_t best_mma = 0;
   for (const Loop& loop : loops) {
-    const std::uint64_t mma = count_loop(function, loop).of(InstrClass::mma);
+    const std::uint64_t mma = any_warpgroup ? warpgroup_mma(loop) : count_loop(function, loop).of(InstrClass::mma);
     if (mma == 0) continue;
     // More mma; or as many in a smaller range (the inner loop); or, to be deterministic, earlier.
     const bool smaller =
@@ -344,6 +355,8 @@ std::optional<MainLoopAnalysis> analyze_main_loop(const SassFunction& function, 
     macs = 2048;
   }
   a.mma_per_stage = macs_per_stage_per_warp / *macs;
+  a.mma_macs = *macs;
+  a.warpgroup_mma = first_mma.starts_with("HGMMA");
   a.unroll_mma = count_mma_one_side(function, *main);
   a.unroll_raw = static_cast<double>(a.unroll_mma) / a.mma_per_stage;
   auto near_integer = [](double x) { return x >= 0.5 && std::abs(x - std::round(x)) < 1e-6; };

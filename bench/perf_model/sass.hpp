@@ -91,7 +91,8 @@ InstrCounts count_loop(const SassFunction& function, const Loop& loop);
 std::uint64_t count_mma_one_side(const SassFunction& function, const Loop& loop);
 
 // The innermost loop with the most mma instructions: among the loops with the largest mma
-// count, the one with the smallest range. nullopt when no loop holds an mma.
+// count, the one with the smallest range; where some loop holds warpgroup mma's (HGMMA), only
+// those count. nullopt when no loop holds an mma.
 std::optional<Loop> find_main_loop(const SassFunction& function, const std::vector<Loop>& loops);
 
 // The smallest loop strictly containing `inner`, if any.
@@ -109,6 +110,8 @@ struct MainLoopAnalysis {
   Loop main;                  // innermost loop with the most mma
   InstrCounts main_counts;    // its body, each instruction once
   double mma_per_stage = 0;   // expected mma per stage per warp: bm bn bk / warps / MACs per mma
+  double mma_macs = 2048;     // MACs per warp of one of its mma (an HGMMA's warpgroup shape / 4)
+  bool warpgroup_mma = false; // the mma are wgmma's (HGMMA): the tensor rate is the wgmma one
   // The main loop's mma with each if-converted pair counted once: where the compiler turned a
   // branch into @P / @!P predicated copies, every copy issues, but only one side's products
   // belong to the stage.

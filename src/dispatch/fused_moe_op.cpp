@@ -367,8 +367,12 @@ std::uint16_t covering_block_rows(const FusedMoeRequest& r) {
 
 // The device the tile rows are weighed on, whatever the target: the rows are the align's block
 // size, which every kernel of the layer follows and which usage manifests keep when they are
-// re-targeted (usage_retarget.cpp), so they are a function of the layer and T alone.
-constexpr Arch kRowsReferenceArch = Arch::sm_90a;
+// re-targeted (usage_retarget.cpp), so they are a function of the layer and T alone. The plain
+// sm_90 target: H200 with the mma.sync tiles every target has. Weighed with sm_90a's wgmma
+// prefill tiles (kernels/grouped_gemm.hpp, gemm_uses_wgmma), 128-row tiles win at T = 4096 for
+// DeepSeek-V3 and gpt-oss-120b by 1.23-1.28x on H200, and the same rows cost B200 and RTX PRO
+// 6000, which run them on mma.sync, 1.2-1.3x (bench/perf_model at the commit that added them).
+constexpr Arch kRowsReferenceArch = Arch::sm_90;
 constexpr std::uint32_t kRowsReferenceSms = 132;  // H200, the sm_90a default profile
 
 // How much faster (predicted) a shorter tile must be to be taken: the model's figures are

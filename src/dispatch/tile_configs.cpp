@@ -6,6 +6,7 @@
 
 #include "dispatch/gemm_time_model.hpp"
 #include "gemm/grouped_gemm_params.cuh"
+#include "kernels/grouped_gemm.hpp"
 #include "spec/arch.hpp"
 #include "spec/device_profiles.hpp"
 
@@ -43,6 +44,21 @@ const RowsShape& rows_shape(std::uint16_t bm) {
   return kRowsShapes.back();
 }
 
+// The prefill tiles on sm_90a's warpgroup MMA (MXFP4 x bf16/f16, kernels/grouped_gemm.hpp):
+// two warpgroups of 64 columns each, every warp dequantizing its 16 columns once per stage for
+// all the tile's rows, and one stage more than the mma.sync tiles, since their copies run one
+// stage less ahead (templates/gemm/grouped_gemm_wgmma.cuh).
+constexpr std::uint16_t kWgmmaWarps = 8;
+constexpr int kWgmmaStages = 4;
+bool wgmma_rows(std::uint16_t bm, WeightFormat weight, DType act, Arch arch) {
+  return bm >= 64 && gemm_uses_wgmma(arch, weight, act, bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1);
+}
+RowsShape rows_shape_for(std::uint16_t bm, WeightFormat weight, DType act, Arch arch) {
+  RowsShape r = rows_shape(bm);
+  if (wgmma_rows(r.bm, weight, act, arch)) r.warps = kWgmmaWarps;
+  return r;
+}
+
 // Weight bytes a block should keep in flight (Little's law per block: at ~70 GB/s per block
 // and ~0.7 us of memory latency, about 48 KB) when it streams weights.
 constexpr std::uint32_t kInflightTarget = 48 * 1024;
@@ -59,17 +75,20 @@ std::uint16_t pick_bk(std::uint32_t k, std::uint16_t max_bk) {
 // The tile for (bm, bn) with as many stages as reach the in-flight target (decode) or three
 // (prefill), as the target's shared memory allows; stages 0 when even two do not fit.
 TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, WeightFormat weight, DType scale,
-                     std::uint32_t group, Arch arch) {
+                     std::uint32_t group, DType act, Arch arch) {
   const std::uint16_t max_bk = bn == r.bns[0] ? r.max_bk[0] : r.max_bk[1];
   TileConfig t{r.bm, bn, pick_bk(k, max_bk), 0, r.warps};
   const std::uint32_t stage_weights = static_cast<std::uint32_t>(bn) * t.bk / 2;
-  int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1 : 3;
+  const bool wgmma = gemm_uses_wgmma(arch, weight, act, t.bm, t.bn, t.bk, t.warps, kWgmmaStages, 1);
+  int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1
+               : wgmma    ? kWgmmaStages
+                          : 3;
   stages = std::clamp(stages, 2, kMaxStages);
   const std::uint32_t limit = arch_info(arch).max_shared_per_block;
   for (; stages >= 2; --stages) {
     const std::uint32_t bytes = gemm_shared_bytes(t.bm, t.bn, t.bk, static_cast<std::uint32_t>(stages),
                                                   group >= t.bk ? t.bk : group, scale_bytes_of(scale),
-                                                  weight == WeightFormat::int4_asym);
+                                                  weight == WeightFormat::int4_asym, 16, wgmma);
     if (bytes <= limit) break;
   }
   t.stages = static_cast<std::uint8_t>(stages >= 2 ? stages : 0);
@@ -96,6 +115,8 @@ std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arc
   const std::uint32_t by_registers = 65536 / (registers * threads);
   return std::max(1u, std::min({by_shared, by_threads, by_registers}));
 }
+
+constexpr double kWgmmaBytesPerInstruction = 2.8;
 
 // MACs of one mma warp-instruction of the main loop: m16n8k16 (bf16, f16, and e4m3 where the
 // target runs it as f16), e4m3 m16n8k32 where it is native, e2m1 m16n8k64 (block-scaled).
@@ -125,6 +146,10 @@ double mma_macs_per_instruction(DType act, Arch arch) {
 // 4ca6b91 (rounded down) has 64x128x64 at 4.0 HBM bytes per warp-instruction for bf16 MXFP4 and
 // 3.0 for INT4 g128, and the 128-row tiles' two warps per column strip halve that.
 double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork& w, Arch arch) {
+  // The wgmma tiles: each warp dequantizes 16 columns x 64 k (512 bytes) per stage in about 180
+  // instructions, whatever the tile's rows (bench/perf_model, sm_90a SASS of the commit that
+  // added them).
+  if (gemm_uses_wgmma(arch, w.weight, w.act, t.bm, t.bn, t.bk, t.warps, t.stages, 1)) return kWgmmaBytesPerInstruction;
   if (t.bm > 32) {
     const double rows_64 = w.weight == WeightFormat::mxfp4 ? 3.8 : 2.8;
     return t.bm == 64 ? rows_64 : rows_64 / 2;
@@ -206,7 +231,7 @@ double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t glo
 namespace {
 
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
-  const RowsShape& shape = rows_shape(bm);
+  const RowsShape shape = rows_shape_for(bm, w.weight, w.act, arch);
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
   const double row_tiles =
@@ -218,11 +243,13 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
   double best_s = std::numeric_limits<double>::infinity();
   for (std::uint16_t bn : shape.bns) {
     if (bn == 0) continue;
-    const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, arch);
+    const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
     if (tile.stages == 0) continue;
     const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
-    const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
-                                                   scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym);
+    const std::uint32_t shared =
+        gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group, scale_bytes_of(w.scale),
+                          w.weight == WeightFormat::int4_asym, 16,
+                          gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1));
     GemmTimeInputs in = time_inputs_of(device);
     in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, w, arch);
     in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
@@ -231,7 +258,10 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     in.warps_per_cta = tile.warps;
     in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
     in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
-    in.mma_per_clock = device.mma_per_clock;
+    // wgmma tiles: their tensor rate, in m16n8k16 equivalents.
+    const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
+    in.mma_per_clock = wgmma ? device.wgmma_per_clock : device.mma_per_clock;
+    const double tile_mma_macs = wgmma ? 16 * 8 * 16 : mma_macs;
     // Only the rows that hold a token travel through the split-K workspace.
     in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
     const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
@@ -246,7 +276,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       in.ctas = column_blocks * row_tiles * split;
       in.stages_per_cta = per_split;
       in.split_k = split;
-      in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / mma_macs;
+      in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / tile_mma_macs;
       const GemmTimeEstimate e = estimate_gemm_time(in);
       const double s = e.seconds;
       if (s < best_s * (1 - 1e-9)) {
@@ -256,7 +286,8 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       }
     }
   }
-  if (best.tile.stages == 0) best.tile = make_tile(shape, shape.bns[0], w.k, w.weight, w.scale, w.group_size, arch);
+  if (best.tile.stages == 0)
+    best.tile = make_tile(shape, shape.bns[0], w.k, w.weight, w.scale, w.group_size, w.act, arch);
   return best;
 }
 
@@ -299,14 +330,16 @@ GemmPlan plan_gemm(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t
 }
 
 std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
-                                          std::uint32_t group_size) {
+                                          std::uint32_t group_size, DType act) {
   std::vector<TileConfig> out;
-  for (const auto& shape : kRowsShapes)
+  for (const auto& base : kRowsShapes) {
+    const RowsShape shape = rows_shape_for(base.bm, weight, act, arch);
     for (std::uint16_t bn : shape.bns)
       if (bn != 0) {
-        const TileConfig t = make_tile(shape, bn, k, weight, scale, group_size, arch);
+        const TileConfig t = make_tile(shape, bn, k, weight, scale, group_size, act, arch);
         if (t.stages != 0) out.push_back(t);
       }
+  }
   return out;
 }
 

@@ -76,10 +76,10 @@ bool may_split_k(std::uint16_t bm, double rows_per_expert);
 bool plan_fixed_for_rows(std::uint16_t bm, double rows_per_expert);
 GemmPlan plan_gemm(const GemmWork& work, std::uint16_t bm, Arch arch, std::uint32_t sms);
 
-// The tiles plan_gemm may return for a GEMM of k `k` and weight format `weight` on `arch`
-// (every bm, bn and stage count it considers), for the compile matrix.
+// The tiles plan_gemm may return for a GEMM of k `k`, weight format `weight` and activations
+// `act` on `arch` (every bm, bn and stage count it considers), for the compile matrix.
 std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
-                                          std::uint32_t group_size);
+                                          std::uint32_t group_size, DType act = DType::bf16);
 
 // `spec` with the tile fields and split set.
 KernelSpec with_plan(KernelSpec spec, const GemmPlan& plan);

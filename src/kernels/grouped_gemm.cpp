@@ -117,7 +117,7 @@ std::uint32_t act_bits(DType act) { return act == DType::e2m1 ? 4 : act == DType
 
 std::uint32_t gemm_dynamic_shared(const KernelSpec& s) {
   return gemm_shared_bytes(s.bm, s.bn, s.bk, s.stages, s.group_size, scale_bytes(s),
-                           s.weight == WeightFormat::int4_asym, act_bits(s.act));
+                           s.weight == WeightFormat::int4_asym, act_bits(s.act), gemm_uses_wgmma(s));
 }
 
 std::uint32_t gemm_block_threads(const KernelSpec& s) { return s.warps * 32u; }
@@ -172,7 +172,8 @@ std::vector<SpecConstant> gemm_constants(const KernelSpec& s) {
           {"unsigned", "warps", n(s.warps)},     {"unsigned", "warps_m", n(warps_along_m(s))},
           {"unsigned", "split_k", n(s.split_k)}, {"int", "pinned_m", n(s.m)},
           {"unsigned", "sm", n(arch_info(s.arch).sm)},
-          {"bool", "block_scale_mma", has_block_scale_mma(s.arch) ? "true" : "false"}};
+          {"bool", "block_scale_mma", has_block_scale_mma(s.arch) ? "true" : "false"},
+          {"bool", "wgmma", gemm_uses_wgmma(s) ? "true" : "false"}};
 }
 
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
@@ -190,6 +191,16 @@ std::uint32_t out_columns(const KernelSpec& s) {
 }
 
 }  // namespace
+
+bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, std::uint32_t bm, std::uint32_t bn, std::uint32_t bk,
+                     std::uint32_t warps, std::uint32_t stages, std::uint32_t split_k) {
+  return arch == Arch::sm_90a && weight == WeightFormat::mxfp4 && (act == DType::bf16 || act == DType::f16) &&
+         (bm == 64 || bm == 128) && bn == 128 && bk == 64 && warps == 8 && stages >= 3 && split_k == 1;
+}
+
+bool gemm_uses_wgmma(const KernelSpec& s) {
+  return gemm_uses_wgmma(s.arch, s.weight, s.act, s.bm, s.bn, s.bk, s.warps, s.stages, s.split_k);
+}
 
 const KernelDef kGroupedGemmKernel = {
     .entry = "gemm/grouped_gemm.cuh",

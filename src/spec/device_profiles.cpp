@@ -19,6 +19,9 @@ constexpr std::string_view kMmaHopper =
     "mma.sync is not Hopper's fastest path (wgmma: 989 TFLOP/s = 2048 MACs/SM/clk at 1.83 GHz, 132 SMs). Public "
     "reports of mma.sync put it at 50-65% of that (arXiv 2501.12084 as cited by others; no table we could read); "
     "0.6 (1229 MACs/SM/clk) is our estimate, to be measured by bench/gpu/mma_rate";
+// Hopper's wgmma rate, DeviceProfile::wgmma_per_clock: the datasheet's dense bf16 989.4 TFLOP/s
+// (H100 SXM5) is 2048 MACs per SM per clock at 1.83 GHz on 132 SMs, one m16n8k16 equivalent.
+constexpr double kWgmmaHopper = 1.0;
 constexpr std::string_view kMmaB200 =
     "legacy mma.sync on sm_100 (not tcgen05): an Nsight Compute analysis of FlashAttention-2 on B200 finds 1024 "
     "MACs/SM/clk, a B300 pipe measurement about 1475; 0.5 is the lower, our estimate until bench/gpu/mma_rate "
@@ -40,13 +43,13 @@ constexpr std::string_view kMmaL40s =
 constexpr std::array kProfiles = {
     DeviceProfile{"H200", Arch::sm_90a, 132, 1.98, 4.8e12, 228 * 1024, 65536, 2048, 32, 50 * MiB, 700, 0.6,
                   "NVIDIA H200 Tensor Core GPU datasheet (SXM: 4.8 TB/s HBM3e); SM count, clock and L2 as H100 SXM5",
-                  kMmaHopper},
+                  kMmaHopper, kWgmmaHopper},
     DeviceProfile{"H100-SXM", Arch::sm_90a, 132, 1.98, 3.35e12, 228 * 1024, 65536, 2048, 32, 50 * MiB, 700, 0.6,
                   "NVIDIA H100 Tensor Core GPU datasheet and Hopper architecture whitepaper (SXM5: 132 SMs, 3.35 TB/s)",
-                  kMmaHopper},
+                  kMmaHopper, kWgmmaHopper},
     DeviceProfile{"H100-PCIe", Arch::sm_90a, 114, 1.755, 2.0e12, 228 * 1024, 65536, 2048, 32, 50 * MiB, 700, 0.6,
                   "NVIDIA H100 datasheet and Hopper whitepaper (PCIe: 114 SMs, 2.0 TB/s HBM2e)",
-                  kMmaHopper},
+                  kMmaHopper, kWgmmaHopper},
     DeviceProfile{"B200", Arch::sm_100a, 148, 1.965, 8.0e12, 228 * 1024, 65536, 2048, 32, 126 * MiB, 700, 0.5,
                   "NVIDIA HGX B200 datasheet (8 TB/s HBM3e per GPU); 148 SMs and L2 as reported by Chips and Cheese",
                   kMmaB200},

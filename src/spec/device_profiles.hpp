@@ -40,6 +40,10 @@ struct DeviceProfile {
   double mma_per_clock;
   std::string_view source;
   std::string_view mma_source;
+  // The same on the warpgroup MMA (wgmma, sm_90a), in m16n8k16 equivalents (2048 MACs) per SM
+  // per clock; 0 where the chip has none. The grouped GEMM's sm_90a prefill tiles run on it
+  // (kernels/grouped_gemm.hpp, gemm_uses_wgmma).
+  double wgmma_per_clock = 0;
 };
 
 // Every profile, in a stable order.

@@ -226,6 +226,43 @@ TEST_CASE("nested loops: the main loop is the innermost with the most mma") {
   CHECK_FALSE(enclosing_loop(loops, *outer).has_value());
 }
 
+TEST_CASE("a kernel with a wgmma loop and an mma.sync loop: the wgmma loop is the main loop") {
+  // The grouped GEMM's sm_90a prefill kernels: a wgmma main loop [0x10, 0x50] for the experts
+  // whose scales fold into the fragments, an mma.sync one [0x70, 0xc0] with more (smaller) mma
+  // for the rest.
+  const SassFunction f = only_function(function_text("k", R"(
+        MOV R0, RZ                                     // 0x00
+.L_x_1:
+        WARPGROUP.ARRIVE                               // 0x10
+        HGMMA.64x128x16.F32.BF16 R24, R88, gdesc[UR16], R24 // 0x20
+        HGMMA.64x128x16.F32.BF16 R24, R92, gdesc[UR16], R24, gsb0 // 0x30
+        WARPGROUP.DEPBAR.LE gsb0, 0x1                  // 0x40
+        @P0 BRA `(.L_x_1)                              // 0x50
+        EXIT                                           // 0x60
+.L_x_2:
+        HMMA.16816.F32.BF16 R4, R8, R12, R4            // 0x70
+        HMMA.16816.F32.BF16 R4, R8, R14, R4            // 0x80
+        HMMA.16816.F32.BF16 R4, R8, R16, R4            // 0x90
+        HMMA.16816.F32.BF16 R4, R8, R18, R4            // 0xa0
+        IADD3 R0, R0, 0x1, RZ                          // 0xb0
+        @P1 BRA `(.L_x_2)                              // 0xc0
+        EXIT                                           // 0xd0
+)"));
+  const auto loops = find_loops(f);
+  REQUIRE(loops.size() == 2);
+  const auto main = find_main_loop(f, loops);
+  REQUIRE(main.has_value());
+  CHECK(main->start == 0x10);
+  CHECK(main->end == 0x50);
+  // bm bn bk / warps = 128 x 128 x 64 / 8 MACs per warp and stage: 4 HGMMA (32768 MACs a warp)
+  // per stage, so the loop's 2 are half a stage; the analysis says they are wgmma's.
+  const auto a = analyze_main_loop(f, 128.0 * 128 * 64 / 8);
+  REQUIRE(a.has_value());
+  CHECK(a->warpgroup_mma);
+  CHECK(a->mma_macs == 64.0 * 128 * 16 / 4);
+  CHECK(a->mma_per_stage == 4);
+}
+
 TEST_CASE("a main loop with an inner copy loop counts the copy loop's body once") {
   // The stage loop [0x10, 0x80] holds a copy loop [0x20, 0x40] (no mma) that runs an unknown
   // number of times.

@@ -1,0 +1,200 @@
+#pragma once
+// The grouped GEMM's main loop and epilogue on the warpgroup MMA of sm_90a (common/wgmma.cuh),
+// for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
+// the fragments, bf16/f16 activations, 128 columns x 64 k per stage, 8 warps, no split-K).
+//
+// The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
+// registers: warpgroup h (warps 4h .. 4h + 3) owns packed columns 64h .. 64h + 63 of the tile,
+// and warp q of it the 16 columns 64h + 16q .. + 15, which it dequantizes once per stage (the
+// mma.sync path dequantizes a column once per warp row of the tile). Those are n8 tiles 2(q % 2)
+// and 2(q % 2) + 1 of packed strip 2h + q / 2: the lane's 8 bytes at 8 (q % 2) of its 16 in the
+// strip's 32-k tile, whose B-fragment registers (gemm/dequant.cuh) are, pairwise, wgmma's A
+// fragments: rows g and g + 8 are tiles 2(q % 2) and 2(q % 2) + 1. The activations are wgmma's B
+// operand, from the stage's A tile in shared memory as the copies leave it: 64 k of a 16-bit
+// type are 128-byte rows whose 16-byte chunks are XOR-swizzled by row % 8, which is wgmma's
+// 128-byte-swizzle K-major layout once the stage starts 1024-byte aligned (GemmShape pads the
+// stages, grouped_gemm_kernel aligns the base). One m64nBMk16 wgmma per 16 k covers the whole
+// tile's rows.
+//
+// Pipelining: a stage's wgmma's run while the warps dequantize the next one. Their A registers
+// must stay unchanged until they complete, so the fragments alternate between two register sets
+// (the loop is unrolled by two), and each stage waits only for the previous stage's group. The
+// slot a wgmma reads is reloaded once the group is known complete: copies run kStages - 2
+// stages ahead, one fewer than on the mma.sync path.
+//
+// Accumulator d[4j + r] of a thread (lane = 4g + t) is packed column 64h + 16q + g + 8 (r / 2)
+// of row 8j + 2t + r % 2 of the tile. Row pairs of adjacent columns are swapped between lanes
+// g and g ^ 1 (one shuffle per value pair) so that each lane stores two adjacent columns of one
+// row, as the mma.sync path does.
+
+#include "common/cp_async.cuh"
+#include "common/grid_dependency.cuh"
+#include "common/memory.cuh"
+#include "common/sync.cuh"
+#include "common/warp.cuh"
+#include "common/wgmma.cuh"
+#include "gemm/dequant.cuh"
+#include "gemm/grouped_gemm_tile.cuh"
+
+namespace moejit::kernels {
+
+template <class Spec, class LoadActivations, class LoadWeights>
+MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& work, unsigned char* smem,
+                                  bool dependency_pending, LoadActivations&& load_activations,
+                                  LoadWeights&& load_weights) {
+  using namespace moejit::prim;
+  using S = GemmShape<Spec>;
+  constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, kSteps = BK / 16;
+  static_assert(S::kWgmma && kSteps == 4 && BN == 128 && S::kWarps == 8 && S::kStages >= 3);
+  const i64* c_row = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes) + BM;
+
+  const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
+  const u32 group_warp = warp % 4;
+  const u32 strip = warp / 4 * 2 + group_warp / 2, half = group_warp % 2;
+  const u32 stages = work.stage_end - work.stage_begin;
+  const u32 scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
+
+  // The warp's A fragments of one stage: k16 step s is fragment s.
+  auto dequantize = [&](u32 (&frag)[kSteps][4], const unsigned char* stage) {
+    const unsigned char* b_stage = stage + S::kABytes;
+    const unsigned char* s_stage = b_stage + S::kBBytes;
+    MOEJIT_UNROLL
+    for (u32 kk = 0; kk < BK / 32; ++kk) {
+      const u32x2 words = ld_shared_v2(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16 + half * 8);
+      const gemm::FragmentScaleStrip scales =
+          gemm::fragment_scale_strip<S::kHalf>(ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g), scale_addend);
+      u32 lo[4], hi[4];  // n8 tiles 2 half and 2 half + 1: rows g and g + 8 of the warp's A
+      gemm::e2m1_registers<S::kHalf>(words.x, lo);
+      gemm::e2m1_registers<S::kHalf>(words.y, hi);
+      const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 2 * half);
+      const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 2 * half + 1);
+      MOEJIT_UNROLL
+      for (u32 q = 0; q < 4; ++q) {
+        lo[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(lo[q], lo_factor) : mul_f16x2(lo[q], lo_factor);
+        hi[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(hi[q], hi_factor) : mul_f16x2(hi[q], hi_factor);
+      }
+      // B registers {step 0: b0, b1}, {step 1: b0, b1} of each tile; A = {row g k lo, row g + 8
+      // k lo, row g k hi, row g + 8 k hi}.
+      MOEJIT_UNROLL
+      for (u32 step = 0; step < 2; ++step) {
+        u32(&a)[4] = frag[kk * 2 + step];
+        a[0] = lo[2 * step];
+        a[1] = hi[2 * step];
+        a[2] = lo[2 * step + 1];
+        a[3] = hi[2 * step + 1];
+      }
+    }
+  };
+
+  float acc[BM / 2];
+  MOEJIT_UNROLL
+  for (u32 i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
+  u32 frag[2][kSteps][4];
+  const u32 smem_address = shared_window_address(smem);
+
+  // The stage's wgmma's: BK / 16 chained m64nBMk16, one commit group, accumulating onto the
+  // zeros above from the first.
+  auto issue = [&](u32 (&f)[kSteps][4], u32 slot) {
+    MOEJIT_UNROLL
+    for (u32 s = 0; s < kSteps; ++s) wgmma_fence_operand(f[s]);
+    wgmma_fence();
+    const u32 a_tile = smem_address + slot * S::kStageBytes;
+    MOEJIT_UNROLL
+    for (u32 s = 0; s < kSteps; ++s) {
+      const u64 desc = make_wgmma_descriptor(a_tile + s * 32, 16, 8 * S::kARowBytes, WgmmaLayout::swizzle_128b);
+      if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, 1u);
+      else wgmma_m64k16_f16<BM>(acc, f[s], desc, 1u);
+    }
+    wgmma_commit_group();
+  };
+
+  // ---- Pipeline: kStages - 2 stages in flight ahead of the one being computed ----
+  constexpr u32 kAhead = S::kStages - 2;
+  if (dependency_pending)
+    for (u32 s = 0; s < kAhead; ++s)
+      if (s < stages) load_weights(smem + s * S::kStageBytes, s);
+  grid_dependency_wait();
+  for (u32 s = 0; s < kAhead; ++s) {
+    if (s < stages) {
+      load_activations(smem + s * S::kStageBytes, s);
+      if (!dependency_pending) load_weights(smem + s * S::kStageBytes, s);
+    }
+    cp_async_commit();
+  }
+  u32 slot = 0;  // stage i computes in slot i % kStages; stage i + kAhead loads into slot (i - 2) % kStages
+  auto stage = [&](u32 (&f)[kSteps][4], u32 i) {
+    cp_async_wait<kAhead - 1>();
+    fence_proxy_async_shared();  // this thread's copies, landed, before wgmma's reads of them
+    block_sync();                // stage i is in shared memory; stage i - 2's wgmma's are done
+    const u32 next = i + kAhead;
+    const u32 load_slot = slot >= 2 ? slot - 2 : slot + S::kStages - 2;
+    if (next < stages) {
+      load_activations(smem + load_slot * S::kStageBytes, next);
+      load_weights(smem + load_slot * S::kStageBytes, next);
+    }
+    cp_async_commit();
+    dequantize(f, smem + slot * S::kStageBytes);
+    issue(f, slot);
+    wgmma_wait_group<1>();  // stage i - 1's wgmma's: its slot and its fragment registers are free
+    slot = slot + 1 == S::kStages ? 0 : slot + 1;
+  };
+  // Pairs of stages, then the odd one. (A pair whose second stage is conditional puts a branch
+  // inside the wgmma pipeline, and ptxas then serializes every wgmma: C7513.)
+  u32 i = 0;
+  for (; i + 1 < stages; i += 2) {
+    stage(frag[0], i);
+    stage(frag[1], i + 1);
+  }
+  if (i < stages) stage(frag[0], i);
+  wgmma_wait_group<0>();
+  wgmma_fence_operand(acc);
+  cp_async_wait<0>();
+  launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
+
+  // ---- Epilogue ----
+  float result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
+  if (!packed_order_mark_accepts(work.scale_range, S::kOrder)) result_scale = twin::f32_from_bits(0x7fc00000u);
+  const u32 col0 = work.n0 + warp / 4 * 64 + group_warp * 16 + g;  // rows g and g + 8 of the warp's A
+  const bool odd = g % 2 != 0;
+  auto bias_of = [&](u32 col) {
+    return p.bias != nullptr && col < S::N ? p.bias[static_cast<u64>(work.expert) * S::N + col] : 0.0f;
+  };
+  // Of values x (row r0 = 8j + 2t) and y (row r0 + 1) of column c, and the same of column c ^ 1 in
+  // lane ^ 4: the even column's lane keeps row r0 (c, c + 1), the odd one row r0 + 1 (c - 1, c).
+  auto pair_up = [&](float x, float y, float& first, float& second) {
+    const float mine = odd ? y : x;
+    const float theirs = twin::f32_from_bits(shfl_xor(twin::f32_bits(odd ? x : y), 4));
+    first = odd ? theirs : mine;
+    second = odd ? mine : theirs;
+  };
+  MOEJIT_UNROLL
+  for (u32 j = 0; j < BM / 8; ++j) {
+    const u32 r = 8 * j + 2 * t + (odd ? 1 : 0);  // the row this lane stores
+    const i64 row = c_row[r];
+    float v[4];
+    MOEJIT_UNROLL
+    for (u32 e = 0; e < 4; ++e) v[e] = acc[4 * j + e] * result_scale + bias_of(col0 + 8 * (e / 2));
+    if constexpr (S::kActAndMul) {
+      // Column col0 is a gate column (its n8 tile is even) and col0 + 8 its up column.
+      float first, second;
+      pair_up(activate<Spec>(v[0], v[2]), activate<Spec>(v[1], v[3]), first, second);
+      if (row >= 0 && col0 < S::N) store_pair<Spec>(p, row, act_and_mul_output_of_column(col0 - (odd ? 1 : 0)), first, second);
+    } else {
+      MOEJIT_UNROLL
+      for (u32 h = 0; h < 2; ++h) {
+        float first, second;
+        pair_up(v[2 * h], v[2 * h + 1], first, second);
+        if constexpr (Spec::epilogue == kernel_enum::topk_weight)
+          if (row >= 0) {
+            const float w = p.topk_weights[row];
+            first *= w;
+            second *= w;
+          }
+        const u32 col = col0 + 8 * h - (odd ? 1 : 0);
+        if (row >= 0 && col < S::N) store_pair<Spec>(p, row, col, first, second);
+      }
+    }
+  }
+}
+
+}  // namespace moejit::kernels

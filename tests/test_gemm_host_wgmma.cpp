@@ -1,0 +1,114 @@
+// The grouped GEMM's sm_90a warpgroup-MMA tiles (templates/gemm/grouped_gemm_wgmma.cuh), run on
+// the host backend (whose wgmma twin runs each MMA when its wait completes it, and fails reads
+// or writes of accumulators, or of the shared-memory operand, while one is in flight) against
+// the fp64 reference: both tile heights, bf16 and f16 activations, every layout and epilogue,
+// odd and even stage counts (the main loop runs stages in pairs), N not a multiple of the tile,
+// and experts that fall back to the mma.sync path inside the same kernel.
+
+#include <doctest/doctest.h>
+
+#include "gemm_case.hpp"
+#include "host_test_support.hpp"
+#include "kernels/grouped_gemm.hpp"
+
+using namespace moejit;
+using namespace moejit::test;
+
+namespace {
+
+GemmCase wgmma_case(std::uint16_t bm, std::uint8_t stages, DType act) {
+  GemmCase c;
+  c.tile = dispatch::TileConfig{bm, 128, 64, stages, 8};
+  c.act = act;
+  return c;
+}
+
+void run_on_wgmma(KernelResolver& resolver, const GemmCase& c) {
+  HostLauncher host(Arch::sm_90a);
+  const KernelSpec spec = gemm_case_spec(c, Backend::host, Arch::sm_90a);
+  REQUIRE_MESSAGE(gemm_uses_wgmma(spec), describe(c));
+  run_gemm_case(resolver, host, c, fresh_seed());
+}
+
+}  // namespace
+
+TEST_CASE("host grouped GEMM, wgmma tiles: layouts, epilogues, both heights and activations, odd and even stage counts") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  SUBCASE("128 rows, bf16, indexed, silu_and_mul with bias, N 160, 3 k stages (a pair and the odd one)") {
+    GemmCase c = wgmma_case(128, 3, DType::bf16);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 192;
+    c.tokens = 70;
+    c.topk = 4;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, f16, contiguous, swiglu_oai, f32 out, 4 k stages") {
+    GemmCase c = wgmma_case(64, 4, DType::f16);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.n = 256;
+    c.k = 256;
+    c.tokens = 150;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("128 rows, bf16, masked, no epilogue, 5 k stages") {
+    GemmCase c = wgmma_case(128, 3, DType::bf16);
+    c.layout = Layout::masked;
+    c.k = 320;
+    c.tokens = 140;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, f16, indexed, topk_weight, N 96, 2 k stages, one A row per pair") {
+    GemmCase c = wgmma_case(64, 5, DType::f16);
+    c.epilogue = Epilogue::topk_weight;
+    c.n = 96;
+    c.k = 128;
+    c.tokens = 45;
+    c.a_per_pair = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("128 rows, bf16, indexed, one k stage (the odd one alone), one token, blocks dropped") {
+    GemmCase c = wgmma_case(128, 4, DType::bf16);
+    c.k = 64;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    run_on_wgmma(*resolver, c);
+  }
+}
+
+TEST_CASE("host grouped GEMM, wgmma tiles: experts whose scales cannot be folded take the mma.sync path of the same kernel") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  for (DType act : {DType::bf16, DType::f16}) {
+    CAPTURE(to_string(act));
+    for (GemmCase c : edge_scale_lane_cases()) {  // some experts with an edge byte, the others not
+      c.tile = wgmma_case(128, 3, act).tile;
+      c.act = act;
+      run_on_wgmma(*resolver, c);
+    }
+    {
+      // Odd experts span 2^-40 .. 2^40 (more binades than either fragment path folds), even
+      // ones keep their quantized scales: both paths in one launch, through silu_and_mul.
+      GemmCase c = wgmma_case(128, 3, act);
+      c.epilogue = Epilogue::silu_and_mul;
+      c.layout = Layout::contiguous;
+      c.tokens = 300;
+      c.edit = [](quant::QuantizedWeights& q) {
+        for (std::uint32_t e = 1; e < q.experts; e += 2) {
+          q.scales[q.group_index(e, e % q.n, 0)] = 127 + 40;
+          q.scales[q.group_index(e, (e + 7) % q.n, q.groups() - 1)] = 127 - 40;
+        }
+      };
+      run_on_wgmma(*resolver, c);
+    }
+    for (GemmCase c : extreme_window_cases()) {  // the fragment path with its extreme offsets
+      if (c.act != act) continue;
+      c.tile = wgmma_case(64, 3, act).tile;
+      run_on_wgmma(*resolver, c);
+    }
+  }
+}
