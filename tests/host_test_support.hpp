@@ -117,6 +117,21 @@ KernelDef test_kernel_def(std::string_view entry, std::string_view qualified_ker
   };
 }
 
+// A compiled test kernel as launchers take it: a host shared object or a CUBIN (spec.backend).
+inline ResolvedKernel resolved_test_kernel(const KernelSpec& spec, const codegen::GeneratedKernel& generated,
+                                           CompiledKernel compiled, std::uint32_t block_threads,
+                                           std::uint32_t shared_bytes) {
+  ResolvedKernel k;
+  k.spec = spec;
+  k.key = xxh3_128(generated.source);
+  k.meta.kind = spec.backend == Backend::host ? store::PayloadKind::host_shared_object : store::PayloadKind::cubin;
+  k.meta.kernel_name = compiled.lowered_name;
+  k.meta.block_threads = block_threads;
+  k.meta.dynamic_shared_bytes = shared_bytes;
+  k.binary = std::move(compiled.binary);
+  return k;
+}
+
 // Compiles kernel `kernel` of template file `entry` (given in `files`, with hosttest/params.cuh
 // and the embedded templates added) into a ResolvedKernel that launch_host_kernel accepts.
 inline Result<ResolvedKernel> build_host_test_kernel(const HostCompiler& compiler,
@@ -131,15 +146,7 @@ inline Result<ResolvedKernel> build_host_test_kernel(const HostCompiler& compile
   const KernelSpec spec = host_test_spec();
   MOEJIT_ASSIGN_OR_RETURN(auto generated, codegen::generate_from_def(spec, def, set));
   MOEJIT_ASSIGN_OR_RETURN(CompiledKernel compiled, compiler.compile(generated, set, spec));
-  ResolvedKernel k;
-  k.spec = spec;
-  k.key = xxh3_128(generated.source);
-  k.meta.kind = store::PayloadKind::host_shared_object;
-  k.meta.kernel_name = compiled.lowered_name;
-  k.meta.block_threads = block_threads;
-  k.meta.dynamic_shared_bytes = shared_bytes;
-  k.binary = std::move(compiled.binary);
-  return k;
+  return resolved_test_kernel(spec, generated, std::move(compiled), block_threads, shared_bytes);
 }
 
 inline HostLaunchShape shape_of(std::uint32_t blocks, std::uint32_t threads, std::uint32_t shared) {

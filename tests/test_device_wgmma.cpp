@@ -40,14 +40,7 @@ TEST_CASE("wgmma on the GPU: D = A * B for every type, N and layout, one and two
   REQUIRE_MESSAGE(generated.ok(), generated.status().message());
   auto compiled = (*nvrtc)->compile(*generated, set, spec);
   REQUIRE_MESSAGE(compiled.ok(), compiled.status().message());
-  ResolvedKernel kernel;
-  kernel.spec = spec;
-  kernel.key = xxh3_128(generated->source);
-  kernel.meta.kind = store::PayloadKind::cubin;
-  kernel.meta.kernel_name = compiled->lowered_name;
-  kernel.meta.block_threads = 256;
-  kernel.meta.dynamic_shared_bytes = kShared;
-  kernel.binary = std::move(compiled->binary);
+  const ResolvedKernel kernel = resolved_test_kernel(spec, *generated, std::move(*compiled), 256, kShared);
   REQUIRE_MESSAGE(l->prepare(kernel).ok(), describe_device(*l));
 
   std::mt19937 rng(std::random_device{}());

@@ -409,22 +409,21 @@ MOEJIT_DEVICE void fence_proxy_async_shared() {}
 // compiler does not see): call it on the A fragments and accumulators before wgmma_fence, and
 // on the accumulators after wgmma_wait_group. Without it, ptxas finds A's registers defined
 // after the fence and injects a fence (warpgroup.arrive) before every wgmma.
-template <u32 M>
-MOEJIT_DEVICE void wgmma_fence_operand(float (&d)[M]) {
+template <class T>
+inline constexpr bool kWgmmaF32Operand = false;  // u32: A fragments
+template <>
+inline constexpr bool kWgmmaF32Operand<float> = true;  // accumulators
+template <class T, u32 M>
+MOEJIT_DEVICE void wgmma_fence_operand(T (&v)[M]) {
+  static_assert(kWgmmaF32Operand<T> || sizeof(T) == 4, "wgmma operands are f32 accumulators or u32 fragments");
 #if MOEJIT_TARGET_DEVICE
   MOEJIT_UNROLL
-  for (u32 i = 0; i < M; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (u32 i = 0; i < M; ++i) {
+    if constexpr (kWgmmaF32Operand<T>) asm volatile("" : "+f"(v[i])::"memory");
+    else asm volatile("" : "+r"(v[i])::"memory");
+  }
 #else
-  (void)d;
-#endif
-}
-template <u32 M>
-MOEJIT_DEVICE void wgmma_fence_operand(u32 (&r)[M]) {
-#if MOEJIT_TARGET_DEVICE
-  MOEJIT_UNROLL
-  for (u32 i = 0; i < M; ++i) asm volatile("" : "+r"(r[i])::"memory");
-#else
-  (void)r;
+  (void)v;
 #endif
 }
 

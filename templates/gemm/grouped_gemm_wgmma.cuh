@@ -61,13 +61,16 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     MOEJIT_UNROLL
     for (u32 kk = 0; kk < BK / 32; ++kk) {
       const u32x2 words = ld_shared_v2(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16 + half * 8);
-      const gemm::FragmentScaleStrip scales =
-          gemm::fragment_scale_strip<S::kHalf>(ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g), scale_addend);
+      // Byte w of the strip's scale word is n8 tile w's: the warp's two moved to bytes 0 and 1, so
+      // that the operands are picked by constants (a selector from `half` cost four predicated
+      // PRMTs per 32 k).
+      const gemm::FragmentScaleStrip scales = gemm::fragment_scale_strip<S::kHalf>(
+          ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g) >> (16 * half), scale_addend);
       u32 lo[4], hi[4];  // n8 tiles 2 half and 2 half + 1: rows g and g + 8 of the warp's A
       gemm::e2m1_registers<S::kHalf>(words.x, lo);
       gemm::e2m1_registers<S::kHalf>(words.y, hi);
-      const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 2 * half);
-      const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 2 * half + 1);
+      const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 0);
+      const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 1);
       MOEJIT_UNROLL
       for (u32 q = 0; q < 4; ++q) {
         lo[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(lo[q], lo_factor) : mul_f16x2(lo[q], lo_factor);
@@ -90,18 +93,18 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   MOEJIT_UNROLL
   for (u32 i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
   u32 frag[2][kSteps][4];
-  const u32 smem_address = shared_window_address(smem);
 
   // The stage's wgmma's: BK / 16 chained m64nBMk16, one commit group, accumulating onto the
   // zeros above from the first.
-  auto issue = [&](u32 (&f)[kSteps][4], u32 slot) {
+  auto issue = [&](u32 (&f)[kSteps][4], u64 a_tile_desc) {
     MOEJIT_UNROLL
     for (u32 s = 0; s < kSteps; ++s) wgmma_fence_operand(f[s]);
     wgmma_fence();
-    const u32 a_tile = smem_address + slot * S::kStageBytes;
     MOEJIT_UNROLL
     for (u32 s = 0; s < kSteps; ++s) {
-      const u64 desc = make_wgmma_descriptor(a_tile + s * 32, 16, 8 * S::kARowBytes, WgmmaLayout::swizzle_128b);
+      // k step s starts 32 bytes further: 2 in the start address field (address / 16), which no
+      // step carries out of (the tile lies below 256 KiB).
+      const u64 desc = a_tile_desc + 2 * s;
       if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, 1u);
       else wgmma_m64k16_f16<BM>(acc, f[s], desc, 1u);
     }
@@ -121,22 +124,36 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     }
     cp_async_commit();
   }
-  u32 slot = 0;  // stage i computes in slot i % kStages; stage i + kAhead loads into slot (i - 2) % kStages
+  // Stage i computes in slot i % kStages and stage i + kAhead loads into slot (i - 2) % kStages.
+  // The slots' addresses (and the computed one's descriptor) are carried from stage to stage,
+  // advanced by a constant: from the slot index, ptxas rebuilt every thread's copy offsets from
+  // its thread index in each stage, as on the mma.sync path, and each wgmma's descriptor from
+  // the address.
+  constexpr u32 kWrapBack = (S::kStages - 1) * S::kStageBytes;
+  u32 slot = 0, load_slot = S::kStages - 2;
+  unsigned char* compute_ptr = smem;
+  unsigned char* load_ptr = smem + load_slot * S::kStageBytes;
+  u64 compute_desc =
+      make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowBytes, WgmmaLayout::swizzle_128b);
   auto stage = [&](u32 (&f)[kSteps][4], u32 i) {
     cp_async_wait<kAhead - 1>();
     fence_proxy_async_shared();  // this thread's copies, landed, before wgmma's reads of them
     block_sync();                // stage i is in shared memory; stage i - 2's wgmma's are done
     const u32 next = i + kAhead;
-    const u32 load_slot = slot >= 2 ? slot - 2 : slot + S::kStages - 2;
     if (next < stages) {
-      load_activations(smem + load_slot * S::kStageBytes, next);
-      load_weights(smem + load_slot * S::kStageBytes, next);
+      load_activations(load_ptr, next);
+      load_weights(load_ptr, next);
     }
     cp_async_commit();
-    dequantize(f, smem + slot * S::kStageBytes);
-    issue(f, slot);
+    dequantize(f, compute_ptr);
+    issue(f, compute_desc);
     wgmma_wait_group<1>();  // stage i - 1's wgmma's: its slot and its fragment registers are free
-    slot = slot + 1 == S::kStages ? 0 : slot + 1;
+    const bool wrap = slot + 1 == S::kStages, load_wrap = load_slot + 1 == S::kStages;
+    slot = wrap ? 0 : slot + 1;
+    compute_ptr = wrap ? compute_ptr - kWrapBack : compute_ptr + S::kStageBytes;
+    compute_desc = wrap ? compute_desc - kWrapBack / 16 : compute_desc + S::kStageBytes / 16;
+    load_slot = load_wrap ? 0 : load_slot + 1;
+    load_ptr = load_wrap ? load_ptr - kWrapBack : load_ptr + S::kStageBytes;
   };
   // Pairs of stages, then the odd one. (A pair whose second stage is conditional puts a branch
   // inside the wgmma pipeline, and ptxas then serializes every wgmma: C7513.)
