@@ -50,12 +50,9 @@ const RowsShape& rows_shape(std::uint16_t bm) {
 // stage less ahead (templates/gemm/grouped_gemm_wgmma.cuh).
 constexpr std::uint16_t kWgmmaWarps = 8;
 constexpr int kWgmmaStages = 4;
-bool wgmma_rows(std::uint16_t bm, WeightFormat weight, DType act, Arch arch) {
-  return bm >= 64 && gemm_uses_wgmma(arch, weight, act, bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1);
-}
 RowsShape rows_shape_for(std::uint16_t bm, WeightFormat weight, DType act, Arch arch) {
   RowsShape r = rows_shape(bm);
-  if (wgmma_rows(r.bm, weight, act, arch)) r.warps = kWgmmaWarps;
+  if (gemm_uses_wgmma(arch, weight, act, r.bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1)) r.warps = kWgmmaWarps;
   return r;
 }
 
@@ -116,7 +113,9 @@ std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arc
   return std::max(1u, std::min({by_shared, by_threads, by_registers}));
 }
 
-constexpr double kWgmmaBytesPerInstruction = 2.8;
+// The wgmma tiles: each warp dequantizes 16 columns x 64 k (512 bytes) per stage in 148-162
+// instructions, whatever the tile's rows (bench/perf_model, the sm_90a SASS of ff4ee92).
+constexpr double kWgmmaBytesPerInstruction = 3.1;
 
 // MACs of one mma warp-instruction of the main loop: m16n8k16 (bf16, f16, and e4m3 where the
 // target runs it as f16), e4m3 m16n8k32 where it is native, e2m1 m16n8k64 (block-scaled).
@@ -146,9 +145,6 @@ double mma_macs_per_instruction(DType act, Arch arch) {
 // 4ca6b91 (rounded down) has 64x128x64 at 4.0 HBM bytes per warp-instruction for bf16 MXFP4 and
 // 3.0 for INT4 g128, and the 128-row tiles' two warps per column strip halve that.
 double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork& w, Arch arch) {
-  // The wgmma tiles: each warp dequantizes 16 columns x 64 k (512 bytes) per stage in about 180
-  // instructions, whatever the tile's rows (bench/perf_model, sm_90a SASS of the commit that
-  // added them).
   if (gemm_uses_wgmma(arch, w.weight, w.act, t.bm, t.bn, t.bk, t.warps, t.stages, 1)) return kWgmmaBytesPerInstruction;
   if (t.bm > 32) {
     const double rows_64 = w.weight == WeightFormat::mxfp4 ? 3.8 : 2.8;
