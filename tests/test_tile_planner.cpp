@@ -1,5 +1,5 @@
 // The tile planner's routing arithmetic (dispatch/tile_configs.hpp) on numbers worked by hand,
-// and the mma facts it plans with. The time model's own arithmetic is tested with the
+// the mma facts it plans with, and where it picks sm_90a's wgmma tiles. The time model's own arithmetic is tested with the
 // performance model (bench/perf_model/tests).
 
 #include <doctest/doctest.h>
@@ -7,7 +7,9 @@
 #include <cmath>
 
 #include "dispatch/tile_configs.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "spec/arch.hpp"
+#include "spec/spec_fields.hpp"
 
 using namespace moejit;
 using namespace moejit::dispatch;
@@ -61,4 +63,58 @@ TEST_CASE("e4m3 mma.sync is native on sm_89 and sm_120/121 only") {
   CHECK_FALSE(has_e4m3_mma(Arch::sm_90a));
   CHECK_FALSE(has_e4m3_mma(Arch::sm_100a));
   CHECK_FALSE(has_e4m3_mma(Arch::none));
+}
+
+TEST_CASE("sm_90a's MXFP4 x bf16/f16 prefill tiles are the wgmma ones, and only there") {
+  GemmWork w;
+  w.n = 4096;
+  w.k = 7168;
+  w.group_size = 32;
+  w.weight = WeightFormat::mxfp4;
+  w.scale = DType::e8m0;
+  w.busy_experts = 256;
+  w.rows_per_expert = 100;
+  for (DType act : {DType::bf16, DType::f16}) {
+    w.act = act;
+    for (std::uint16_t bm : {64, 128}) {
+      CAPTURE(bm);
+      const TileConfig t = plan_gemm(w, bm, Arch::sm_90a, 132).tile;
+      CHECK(t.bm == bm);
+      CHECK(t.bn == 128);
+      CHECK(t.bk == 64);
+      CHECK(t.warps == 8);
+      CHECK(t.stages == 4);
+      CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+      // The plain sm_90 target (the fused layer's rows reference), B200 and the RTX PRO 6000:
+      // the mma.sync tiles (4 warps for 64 rows).
+      for (Arch other : {Arch::sm_90, Arch::sm_100a, Arch::sm_120a}) {
+        CAPTURE(to_string(other));
+        const TileConfig o = plan_gemm(w, bm, other, 132).tile;
+        CHECK(o.warps == (bm == 64 ? 4 : 8));
+        CHECK_FALSE(gemm_uses_wgmma(other, w.weight, act, o.bm, o.bn, o.bk, o.warps, o.stages, 1));
+      }
+    }
+    // Decode tiles stay on mma.sync.
+    const TileConfig decode = plan_gemm(w, 16, Arch::sm_90a, 132).tile;
+    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, decode.bm, decode.bn, decode.bk, decode.warps,
+                                decode.stages, 1));
+  }
+  // INT4 and e4m3 activations: the mma.sync prefill tiles.
+  for (auto [weight, act] : {std::pair{WeightFormat::int4_sym, DType::bf16}, std::pair{WeightFormat::mxfp4, DType::e4m3}}) {
+    w.weight = weight;
+    w.scale = weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16;
+    w.group_size = weight == WeightFormat::mxfp4 ? 32 : 128;
+    w.act = act;
+    const TileConfig t = plan_gemm(w, 64, Arch::sm_90a, 132).tile;
+    CHECK(t.warps == 4);
+    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, act, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+  }
+  // The rule itself: split-K, other shapes and fewer than three stages are not wgmma tiles.
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 64, 8, 3, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 64, 8, 3, 2));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 64, 8, 2, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 64, 128, 64, 4, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, 128, 128, 64, 8, 4, 1));
 }
