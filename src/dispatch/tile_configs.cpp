@@ -242,10 +242,9 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
     if (tile.stages == 0) continue;
     const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
-    const std::uint32_t shared =
-        gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group, scale_bytes_of(w.scale),
-                          w.weight == WeightFormat::int4_asym, 16,
-                          gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1));
+    const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
+    const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group, scale_bytes_of(w.scale),
+                                                   w.weight == WeightFormat::int4_asym, 16, wgmma);
     GemmTimeInputs in = time_inputs_of(device);
     in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, w, arch);
     in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
@@ -255,7 +254,6 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
     in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
     // wgmma tiles: their tensor rate, in m16n8k16 equivalents.
-    const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
     in.mma_per_clock = wgmma ? device.wgmma_per_clock : device.mma_per_clock;
     const double tile_mma_macs = wgmma ? 16 * 8 * 16 : mma_macs;
     // Only the rows that hold a token travel through the split-K workspace.
