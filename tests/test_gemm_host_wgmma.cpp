@@ -1,9 +1,10 @@
 // The grouped GEMM's sm_90a warpgroup-MMA tiles (templates/gemm/grouped_gemm_wgmma.cuh), run on
 // the host backend (whose wgmma twin runs each MMA when its wait completes it, and fails reads
 // or writes of accumulators, or of the shared-memory operand, while one is in flight) against
-// the fp64 reference: both tile heights, bf16 and f16 activations, every layout and epilogue,
-// odd and even stage counts (the main loop runs stages in pairs), N not a multiple of the tile,
-// and experts that fall back to the mma.sync path inside the same kernel.
+// the fp64 reference: the three tile heights, 64 and 128 k per stage (the A tile's 64-k blocks),
+// bf16 and f16 activations, every layout and epilogue, stage counts below, at and past the
+// pipeline's slots, N not a multiple of the tile, and experts that fall back to the mma.sync path
+// inside the same kernel (which reads the same A tile).
 
 #include <doctest/doctest.h>
 
@@ -16,9 +17,9 @@ using namespace moejit::test;
 
 namespace {
 
-GemmCase wgmma_case(std::uint16_t bm, std::uint8_t stages, DType act) {
+GemmCase wgmma_case(std::uint16_t bm, std::uint8_t stages, DType act, std::uint16_t bk = 64) {
   GemmCase c;
-  c.tile = dispatch::TileConfig{bm, 128, 64, stages, 8};
+  c.tile = dispatch::TileConfig{bm, 128, bk, stages, 8};
   c.act = act;
   return c;
 }
@@ -32,7 +33,7 @@ void run_on_wgmma(KernelResolver& resolver, const GemmCase& c) {
 
 }  // namespace
 
-TEST_CASE("host grouped GEMM, wgmma tiles: layouts, epilogues, both heights and activations, odd and even stage counts") {
+TEST_CASE("host grouped GEMM, wgmma tiles: layouts, epilogues, heights, k per stage, activations, stage counts") {
   TempDir dir;
   auto resolver = host_resolver(dir);
   SUBCASE("128 rows, bf16, indexed, silu_and_mul with bias, N 160, 3 k stages (a pair and the odd one)") {
@@ -78,6 +79,48 @@ TEST_CASE("host grouped GEMM, wgmma tiles: layouts, epilogues, both heights and 
     c.drop_blocks = true;
     run_on_wgmma(*resolver, c);
   }
+  SUBCASE("32 rows, bf16, indexed, silu_and_mul with bias, N 160, 128 k, 5 k stages") {
+    GemmCase c = wgmma_case(32, 3, DType::bf16, 128);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 640;
+    c.tokens = 40;
+    c.topk = 4;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("32 rows, f16, indexed, topk_weight, 64 k, 4 k stages, one A row per pair") {
+    GemmCase c = wgmma_case(32, 4, DType::f16);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 256;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, bf16, contiguous, swiglu_oai, f32 out, 128 k, 2 k stages") {
+    GemmCase c = wgmma_case(64, 4, DType::bf16, 128);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 256;
+    c.tokens = 150;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("128 rows, f16, masked, no epilogue, 128 k, 3 k stages, N 96") {
+    GemmCase c = wgmma_case(128, 3, DType::f16, 128);
+    c.layout = Layout::masked;
+    c.n = 96;
+    c.k = 384;
+    c.tokens = 140;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, f16, indexed, 128 k, one k stage, one token, blocks dropped") {
+    GemmCase c = wgmma_case(64, 4, DType::f16, 128);
+    c.k = 128;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    run_on_wgmma(*resolver, c);
+  }
 }
 
 TEST_CASE("host grouped GEMM, wgmma tiles: experts whose scales cannot be folded take the mma.sync path of the same kernel") {
@@ -86,9 +129,12 @@ TEST_CASE("host grouped GEMM, wgmma tiles: experts whose scales cannot be folded
   for (DType act : {DType::bf16, DType::f16}) {
     CAPTURE(to_string(act));
     for (GemmCase c : edge_scale_lane_cases()) {  // some experts with an edge byte, the others not
-      c.tile = wgmma_case(128, 3, act).tile;
-      c.act = act;
-      run_on_wgmma(*resolver, c);
+      for (const auto& tile : {wgmma_case(128, 3, act).tile, wgmma_case(32, 3, act, 128).tile}) {
+        c.tile = tile;
+        c.act = act;
+        CAPTURE(describe(c));
+        run_on_wgmma(*resolver, c);
+      }
     }
     {
       // Odd experts span 2^-40 .. 2^40 (more binades than either fragment path folds), even

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "dispatch/gemm_time_model.hpp"
 #include "gemm/grouped_gemm_params.cuh"
@@ -44,16 +45,36 @@ const RowsShape& rows_shape(std::uint16_t bm) {
   return kRowsShapes.back();
 }
 
-// The prefill tiles on sm_90a's warpgroup MMA (MXFP4 x bf16/f16, kernels/grouped_gemm.hpp):
-// two warpgroups of 64 columns each, every warp dequantizing its 16 columns once per stage for
-// all the tile's rows, and one stage more than the mma.sync tiles, since their copies run one
-// stage less ahead (templates/gemm/grouped_gemm_wgmma.cuh).
+// The tiles on sm_90a's warpgroup MMA (MXFP4 x bf16/f16, kernels/grouped_gemm.hpp): two
+// warpgroups of 64 columns each, every warp dequantizing its 16 columns once per stage for all
+// the tile's rows, up to 128 k per stage. The 64- and 128-row ones get one stage more than the
+// mma.sync tiles, since their copies run one stage less ahead (templates/gemm/grouped_gemm_wgmma.cuh).
 constexpr std::uint16_t kWgmmaWarps = 8;
 constexpr int kWgmmaStages = 4;
-RowsShape rows_shape_for(std::uint16_t bm, WeightFormat weight, DType act, Arch arch) {
-  RowsShape r = rows_shape(bm);
-  if (gemm_uses_wgmma(arch, weight, act, r.bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1)) r.warps = kWgmmaWarps;
-  return r;
+// A 32-row tile has the wgmma shape only with 128 k per stage: at 64 its every-stage work (copies,
+// barrier, fences) leaves 3.6-3.7 weight bytes per warp-instruction against the mma.sync tile's
+// 5.0 (sm_90a SASS), while the mma.sync tile's own tensor work is half the taller tiles'.
+std::optional<RowsShape> wgmma_shape(std::uint16_t bm, std::uint32_t k, WeightFormat weight, DType act, Arch arch) {
+  if (!gemm_uses_wgmma(arch, weight, act, bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1)) return std::nullopt;
+  if (bm <= 32 && k % 128 != 0) return std::nullopt;
+  return RowsShape{bm, kWgmmaWarps, {128, 0}, {128, 0}};
+}
+
+// The shapes a GEMM of `bm` rows and depth `k` may take: the mma.sync one, or where the target
+// and formats have one, the wgmma one. 32-row tiles keep both where they cover the rows an
+// expert gets (decode: only the mma.sync tiles split K), else take the wgmma one alone, as the
+// taller tiles do: the choice is then a function of the spec, not of the call (stand_in_call).
+struct RowsShapes {
+  std::array<RowsShape, 2> shapes;
+  std::size_t count = 0;
+};
+RowsShapes rows_shapes_for(std::uint16_t bm, std::uint32_t k, WeightFormat weight, DType act, Arch arch,
+                           bool covering) {
+  const RowsShape& base = rows_shape(bm);
+  const std::optional<RowsShape> wgmma = wgmma_shape(base.bm, k, weight, act, arch);
+  if (!wgmma) return {{base, base}, 1};
+  if (base.bm <= 32 && covering) return {{base, *wgmma}, 2};
+  return {{*wgmma, *wgmma}, 1};
 }
 
 // Weight bytes a block should keep in flight (Little's law per block: at ~70 GB/s per block
@@ -103,19 +124,24 @@ DeviceProfile planning_device(Arch arch, std::uint32_t sms) {
 }
 
 // Blocks of `t` one SM holds at once: shared memory, threads and (an estimate of) registers.
-std::uint32_t blocks_per_sm(const TileConfig& t, std::uint32_t shared_bytes, Arch arch) {
+std::uint32_t blocks_per_sm(const TileConfig& t, bool wgmma, std::uint32_t shared_bytes, Arch arch) {
   const auto& a = arch_info(arch);
   const std::uint32_t threads = t.warps * 32u;
-  const std::uint32_t registers = t.bm <= 32 ? 128 : 224;
+  // The wgmma tiles' accumulators are spread over 256 threads: 64 rows fit 128 registers.
+  const std::uint32_t registers = t.bm <= (wgmma ? 64 : 32) ? 128 : 224;
   const std::uint32_t by_shared = a.shared_per_sm / (shared_bytes + 1024);
   const std::uint32_t by_threads = a.max_threads_per_sm / threads;
   const std::uint32_t by_registers = 65536 / (registers * threads);
   return std::max(1u, std::min({by_shared, by_threads, by_registers}));
 }
 
-// The wgmma tiles: each warp dequantizes 16 columns x 64 k (512 bytes) per stage in 148-162
-// instructions, whatever the tile's rows (bench/perf_model, the sm_90a SASS of ff4ee92).
+// The wgmma tiles: each warp dequantizes 16 columns x BK per stage. With 128 k (1024 bytes) a
+// stage takes 206-213 instructions, 32 or 64 rows alike (4.8-5.0 bytes each: the sm_90a SASS
+// the performance model reads); with 64 k the copies, barrier and fences weigh twice as much:
+// 137-142 instructions for 512 bytes in 32-row tiles (3.6-3.7), 148-162 in ff4ee92's 64-row
+// tiles (3.2-3.5, rounded down to 3.1 and kept: no default case plans a 64-k wgmma tile now).
 constexpr double kWgmmaBytesPerInstruction = 3.1;
+constexpr double kWgmmaBytesPerInstruction128 = 4.8;
 
 // MACs of one mma warp-instruction of the main loop: m16n8k16 (bf16, f16, and e4m3 where the
 // target runs it as f16), e4m3 m16n8k32 where it is native, e2m1 m16n8k64 (block-scaled).
@@ -144,8 +170,8 @@ double mma_macs_per_instruction(DType act, Arch arch) {
 // half-height tile's (fused_moe_op.cpp), so they are counted as well: the sm_90a SASS of commit
 // 4ca6b91 (rounded down) has 64x128x64 at 4.0 HBM bytes per warp-instruction for bf16 MXFP4 and
 // 3.0 for INT4 g128, and the 128-row tiles' two warps per column strip halve that.
-double estimated_bytes_per_warp_instruction(const TileConfig& t, const GemmWork& w, Arch arch) {
-  if (gemm_uses_wgmma(arch, w.weight, w.act, t.bm, t.bn, t.bk, t.warps, t.stages, 1)) return kWgmmaBytesPerInstruction;
+double estimated_bytes_per_warp_instruction(const TileConfig& t, bool wgmma, const GemmWork& w, Arch arch) {
+  if (wgmma) return t.bk >= 128 ? kWgmmaBytesPerInstruction128 : kWgmmaBytesPerInstruction;
   if (t.bm > 32) {
     const double rows_64 = w.weight == WeightFormat::mxfp4 ? 3.8 : 2.8;
     return t.bm == 64 ? rows_64 : rows_64 / 2;
@@ -227,17 +253,21 @@ double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t glo
 namespace {
 
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
-  const RowsShape shape = rows_shape_for(bm, w.weight, w.act, arch);
+  const std::uint16_t rows = rows_shape(bm).bm;
+  const bool covering = may_split_k(rows, w.rows_per_expert);
+  const RowsShapes shapes = rows_shapes_for(rows, w.k, w.weight, w.act, arch, covering);
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
   const double row_tiles =
-      w.routed_pairs > 0 ? std::max(expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, shape.bm), 1.0)
-                         : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / shape.bm);
+      w.routed_pairs > 0 ? std::max(expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows), 1.0)
+                         : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / rows);
   const double mma_macs = mma_macs_per_instruction(w.act, arch);
 
   GemmPlan best{};
   double best_s = std::numeric_limits<double>::infinity();
-  for (std::uint16_t bn : shape.bns) {
+  for (std::size_t shape_index = 0; shape_index < shapes.count; ++shape_index)
+  for (std::uint16_t bn : shapes.shapes[shape_index].bns) {
+    const RowsShape& shape = shapes.shapes[shape_index];
     if (bn == 0) continue;
     const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
     if (tile.stages == 0) continue;
@@ -246,12 +276,12 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group, scale_bytes_of(w.scale),
                                                    w.weight == WeightFormat::int4_asym, 16, wgmma);
     GemmTimeInputs in = time_inputs_of(device);
-    in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, w, arch);
+    in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, wgmma, w, arch);
     in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
                      static_cast<double>(bn) * scale_bytes_of(w.scale) * tile.bk / std::max(w.group_size, 1u);
     in.stages = tile.stages;
     in.warps_per_cta = tile.warps;
-    in.ctas_per_sm = blocks_per_sm(tile, shared, arch);
+    in.ctas_per_sm = blocks_per_sm(tile, wgmma, shared, arch);
     in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
     // wgmma tiles: their tensor rate, in m16n8k16 equivalents.
     in.mma_per_clock = wgmma ? device.wgmma_per_clock : device.mma_per_clock;
@@ -263,7 +293,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     // Only decode tiles split K, and only those that cover the rows an expert gets: prefill
     // tiles, and tiles smaller than that, have rows enough to fill the GPU, and the split-K
     // workspace of the fused layer is sized for decode (fused_moe_op.cpp).
-    const std::uint32_t max_split = may_split_k(shape.bm, w.rows_per_expert) ? std::min<std::uint32_t>(k_stages, 64) : 1;
+    const std::uint32_t max_split = covering && !wgmma ? std::min<std::uint32_t>(k_stages, 64) : 1;
     for (std::uint32_t split = 1; split <= max_split; ++split) {
       const std::uint32_t per_split = (k_stages + split - 1) / split;
       if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty
@@ -280,8 +310,10 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       }
     }
   }
-  if (best.tile.stages == 0)
+  if (best.tile.stages == 0) {
+    const RowsShape& shape = shapes.shapes[0];
     best.tile = make_tile(shape, shape.bns[0], w.k, w.weight, w.scale, w.group_size, w.act, arch);
+  }
   return best;
 }
 
@@ -326,14 +358,16 @@ GemmPlan plan_gemm(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t
 std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
                                           std::uint32_t group_size, DType act) {
   std::vector<TileConfig> out;
-  for (const auto& base : kRowsShapes) {
-    const RowsShape shape = rows_shape_for(base.bm, weight, act, arch);
-    for (std::uint16_t bn : shape.bns)
-      if (bn != 0) {
-        const TileConfig t = make_tile(shape, bn, k, weight, scale, group_size, act, arch);
-        if (t.stages != 0) out.push_back(t);
-      }
-  }
+  for (const auto& base : kRowsShapes)
+    for (bool covering : {true, false}) {
+      const RowsShapes shapes = rows_shapes_for(base.bm, k, weight, act, arch, covering);
+      for (std::size_t i = 0; i < shapes.count; ++i)
+        for (std::uint16_t bn : shapes.shapes[i].bns)
+          if (bn != 0) {
+            const TileConfig t = make_tile(shapes.shapes[i], bn, k, weight, scale, group_size, act, arch);
+            if (t.stages != 0 && std::ranges::find(out, t) == out.end()) out.push_back(t);
+          }
+    }
   return out;
 }
 

@@ -195,7 +195,8 @@ std::uint32_t out_columns(const KernelSpec& s) {
 bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, std::uint32_t bm, std::uint32_t bn, std::uint32_t bk,
                      std::uint32_t warps, std::uint32_t stages, std::uint32_t split_k) {
   return arch == Arch::sm_90a && weight == WeightFormat::mxfp4 && (act == DType::bf16 || act == DType::f16) &&
-         (bm == 64 || bm == 128) && bn == 128 && bk == 64 && warps == 8 && stages >= 3 && split_k == 1;
+         (bm == 32 || bm == 64 || bm == 128) && bn == 128 && (bk == 64 || bk == 128) && warps == 8 && stages >= 3 &&
+         split_k == 1;
 }
 
 bool gemm_uses_wgmma(const KernelSpec& s) {

@@ -16,8 +16,8 @@ namespace moejit {
 extern const KernelDef kGroupedGemmKernel;
 
 // Whether the spec's tile runs on sm_90a's warpgroup MMA (templates/gemm/grouped_gemm_wgmma.cuh):
-// MXFP4 weights, bf16/f16 activations, bm 64 or 128, bn 128, bk 64, 8 warps, 3+ stages, no
-// split-K. Experts whose scale bytes cannot be folded into the fragments take the mma.sync path
+// MXFP4 weights, bf16/f16 activations, bm 32, 64 or 128, bn 128, bk 64 or 128, 8 warps, 3+
+// stages, no split-K. Experts whose scale bytes cannot be folded into the fragments take the mma.sync path
 // of the same kernel.
 bool gemm_uses_wgmma(const KernelSpec& spec);
 bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, std::uint32_t bm, std::uint32_t bn, std::uint32_t bk,

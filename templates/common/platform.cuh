@@ -16,12 +16,15 @@
 #define MOEJIT_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 1)
 // Unrolls the loop that follows completely (its trip count is a compile-time constant).
 #define MOEJIT_UNROLL _Pragma("unroll")
+// Keeps the loop that follows rolled.
+#define MOEJIT_NO_UNROLL _Pragma("unroll 1")
 #else
 #define MOEJIT_TARGET_HOST 1
 #define MOEJIT_DEVICE inline
 #define MOEJIT_GLOBAL
 #define MOEJIT_LAUNCH_BOUNDS(threads)
 #define MOEJIT_UNROLL
+#define MOEJIT_NO_UNROLL
 #include "common/host_runtime.cuh"
 #endif
 

@@ -59,6 +59,15 @@ MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
   else return chunk ^ (row % 8);
 }
 
+// Where 16-byte chunk `chunk` of row `row` lies in a stage's A tile: rows of the swizzle above,
+// or, in the wgmma tiles, blocks of 64 k (GemmShape::kABlockBytes) whose 128-byte rows are
+// wgmma's 128-byte swizzle (the same one for 64 k of a 16-bit type).
+template <class S>
+MOEJIT_DEVICE u32 a_tile_offset(u32 row, u32 chunk) {
+  if constexpr (S::kWgmma) return chunk / 8 * S::kABlockBytes + row * 128 + ((chunk % 8) ^ (row % kSwizzleRows)) * 16;
+  else return row * S::kARowBytes + swizzle_chunk<S::kARowChunks>(row, chunk) * 16;
+}
+
 template <gemm::Half kHalf>
 MOEJIT_DEVICE void mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const float (&c)[4]) {
   if constexpr (kHalf == gemm::Half::bf16) prim::mma_m16n8k16_bf16(d, a, b, c);
@@ -207,13 +216,10 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // rebuilt each one from tid every stage in the 64x128x64 tile (sm_90a), where the loop uses
   // nearly every register.
   constexpr bool kADstStep = T % kARowChunks == 0 && T / kARowChunks % kSwizzleRows == 0;
-  auto a_dst_of_chunk = [&](u32 c) {
-    const u32 r = c / kARowChunks;
-    return r * S::kARowBytes + swizzle_chunk<kARowChunks>(r, c % kARowChunks) * 16;
-  };
+  auto a_dst_of_chunk = [&](u32 c) { return a_tile_offset<S>(c / kARowChunks, c % kARowChunks); };
   const u32 a_dst0 = a_dst_of_chunk(tid);
   auto a_dst = [&](u32 i) {
-    return kADstStep ? a_dst0 + i * (T / kARowChunks) * S::kARowBytes : a_dst_of_chunk(tid + i * T);
+    return kADstStep ? a_dst0 + i * (T / kARowChunks) * S::kARowPitch : a_dst_of_chunk(tid + i * T);
   };
 
   // Scales and zero points: thread tid < chunks copies chunk tid of the stage's rows.
@@ -241,7 +247,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     unsigned char* a_first = stage + a_dst0;
     for (u32 j = 0; j < S::kAPerThread; ++j)
       if (S::kAChunks % T == 0 || tid + j * T < S::kAChunks)  // chunks past the tile's rows: none
-        cp_async_ca_16(kADstStep ? a_first + j * (T / kARowChunks) * S::kARowBytes : stage + a_dst(j),
+        cp_async_ca_16(kADstStep ? a_first + j * (T / kARowChunks) * S::kARowPitch : stage + a_dst(j),
                        a_src[j] + static_cast<u64>(i) * S::kARowBytes, a_valid[j] ? 16u : 0u);
   };
   auto load_weights = [&](unsigned char* stage, u32 i) {
@@ -378,9 +384,13 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   // same and the addresses differ by constants the loads take as immediates (ptxas added each
   // tile's offset per load before: 15-25 more instructions per stage in sm_90a's 64-row tiles).
   const u32 a_lane_row = warp_m * S::WM + lane % 8 + 8 * (lane / 8 % 2);
-  constexpr u32 kAM16Bytes = 16 * S::kARowBytes;
+  constexpr u32 kAM16Bytes = 16 * S::kARowPitch;
+  // (chunk is even: the lane's chunk lies in the same 64-k block of the wgmma tiles, a constant
+  // further.)
   auto a_fragment = [&](const unsigned char* stage, u32 chunk) {
-    return stage + a_lane_row * S::kARowBytes + swizzle_chunk<kARowChunks>(a_lane_row, chunk + lane / 16) * 16;
+    if constexpr (S::kWgmma)
+      return stage + chunk / 8 * S::kABlockBytes + a_tile_offset<S>(a_lane_row, chunk % 8 + lane / 16);
+    else return stage + a_lane_row * S::kARowBytes + swizzle_chunk<kARowChunks>(a_lane_row, chunk + lane / 16) * 16;
   };
 
   // One stage: BK / 32 tiles of 32 k; each warp dequantizes its strips and runs its mma's.
@@ -388,8 +398,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
     const u32 stage_index = work.stage_begin + i;
-    MOEJIT_UNROLL
-    for (u32 kk = 0; kk < S::kK32; ++kk) {
+    auto tile32 = [&](u32 kk) {
       const u32 k0 = stage_index * BK + kk * 32;  // first k of this 32-k tile
       const u32 s_row_in_stage = S::G >= BK ? 0 : kk * 32 / S::G;
       const unsigned char* s_row_ptr = s_stage + s_row_in_stage * BN * S::kScaleBytes;
@@ -505,7 +514,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
         } else if (run_end) {
           apply_group_scales(s_row_ptr);
         }
-        continue;
+        return;
       }
 
       // Weights: one 16-byte word quad per strip, four registers per n8 tile.
@@ -549,6 +558,16 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
       }
       if constexpr (!kFragmentScales)
         if (run_end) apply_group_scales(s_row_ptr);
+    };
+    // In the wgmma tiles this is the path of the rare experts whose scales do not fold
+    // (grouped_gemm_wgmma.cuh): unrolled, it would set the kernel's registers (191 against the
+    // wgmma path's 92 in sm_90a's 64x128x128 tile; 123 rolled), and so its CTAs per SM.
+    if constexpr (S::kWgmma) {
+      MOEJIT_NO_UNROLL
+      for (u32 kk = 0; kk < S::kK32; ++kk) tile32(kk);
+    } else {
+      MOEJIT_UNROLL
+      for (u32 kk = 0; kk < S::kK32; ++kk) tile32(kk);
     }
   };
 

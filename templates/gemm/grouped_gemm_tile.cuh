@@ -74,15 +74,22 @@ struct GemmShape {
 
   // Copies per stage in 16-byte chunks, and per thread.
   static constexpr u32 kARowChunks = kARowBytes / 16;  // 16-byte chunks in one A row of the tile
+  // Bytes from one A row of the tile to the next. The wgmma tiles keep each 64 k of 16-bit
+  // activations as a block of BM rows x 128 bytes (kABlockBytes apart), the unit of wgmma's
+  // 128-byte swizzle; the other tiles store whole rows.
+  static constexpr u32 kARowPitch = kWgmma ? 128 : kARowBytes;
+  static constexpr u32 kABlockBytes = BM * 128;
   static constexpr u32 kAChunks = BM * kARowChunks, kBChunks = BN * BK / 32;
   static constexpr u32 kSChunks = kSBytes / 16, kZChunks = kZBytes / 16;
   static constexpr u32 kAPerThread = (kAChunks + kThreads - 1) / kThreads;
   static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
   static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits, kWgmma));
-  static_assert(!kWgmma || (Spec::sm == 90 && kMxfp4 && !kQuantizedAct && BN == 128 && BK == 64 && kWarps == 8 &&
-                            (BM == 64 || BM == 128) && Spec::split_k == 1 && kStages >= 3),
-                "the wgmma tiles: sm_90a, MXFP4 x bf16/f16, 64 or 128 x 128 x 64, 8 warps, no split-K, 3+ stages");
+  static_assert(!kWgmma || (Spec::sm == 90 && kMxfp4 && !kQuantizedAct && BN == 128 && (BK == 64 || BK == 128) &&
+                            kWarps == 8 && (BM == 32 || BM == 64 || BM == 128) && Spec::split_k == 1 &&
+                            kStages >= 3),
+                "the wgmma tiles: sm_90a, MXFP4 x bf16/f16, 32, 64 or 128 x 128 x 64 or 128, 8 warps, no split-K, "
+                "3+ stages");
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
 #if MOEJIT_TARGET_DEVICE
   // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.

@@ -1,7 +1,8 @@
 #pragma once
 // The grouped GEMM's main loop and epilogue on the warpgroup MMA of sm_90a (common/wgmma.cuh),
 // for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
-// the fragments, bf16/f16 activations, 128 columns x 64 k per stage, 8 warps, no split-K).
+// the fragments, bf16/f16 activations, 32, 64 or 128 rows x 128 columns x 64 or 128 k per
+// stage, 8 warps, no split-K).
 //
 // The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
 // registers: warpgroup h (warps 4h .. 4h + 3) owns packed columns 64h .. 64h + 63 of the tile,
@@ -10,17 +11,18 @@
 // and 2(q % 2) + 1 of packed strip 2h + q / 2: the lane's 8 bytes at 8 (q % 2) of its 16 in the
 // strip's 32-k tile, whose B-fragment registers (gemm/dequant.cuh) are, pairwise, wgmma's A
 // fragments: rows g and g + 8 are tiles 2(q % 2) and 2(q % 2) + 1. The activations are wgmma's B
-// operand, from the stage's A tile in shared memory as the copies leave it: 64 k of a 16-bit
-// type are 128-byte rows whose 16-byte chunks are XOR-swizzled by row % 8, which is wgmma's
-// 128-byte-swizzle K-major layout once the stage starts 1024-byte aligned (GemmShape pads the
-// stages, grouped_gemm_kernel aligns the base). One m64nBMk16 wgmma per 16 k covers the whole
-// tile's rows.
+// operand, from the stage's A tile in shared memory as the copies leave it: each 64 k of a 16-bit
+// type is a block of 128-byte rows whose 16-byte chunks are XOR-swizzled by row % 8
+// (GemmShape::kARowPitch, a_tile_offset), which is wgmma's 128-byte-swizzle K-major layout once
+// the stage starts 1024-byte aligned (GemmShape pads the stages, grouped_gemm_kernel aligns the
+// base). One m64nBMk16 wgmma per 16 k covers the whole tile's rows.
 //
-// Pipelining: a stage's wgmma's run while the warps dequantize the next one. Their A registers
-// must stay unchanged until they complete, so the fragments alternate between two register sets
-// (the loop is unrolled by two), and each stage waits only for the previous stage's group. The
-// slot a wgmma reads is reloaded once the group is known complete: copies run kStages - 2
-// stages ahead, one fewer than on the mma.sync path.
+// Pipelining: a 32-k tile's two wgmma's run while the warps dequantize the next one. Their A
+// registers must stay unchanged until they complete, so the fragments alternate between two
+// register sets of 8 registers, and each 32-k tile waits only for the previous one's group.
+// (Whole stages of fragments, as the first version alternated, take 64 registers at 128 k.) The
+// slot a wgmma reads is reloaded once its stage's groups are known complete: copies run
+// kStages - 2 stages ahead, one fewer than on the mma.sync path.
 //
 // Accumulator d[4j + r] of a thread (lane = 4g + t) is packed column 64h + 16q + g + 8 (r / 2)
 // of row 8j + 2t + r % 2 of the tile. Row pairs of adjacent columns are swapped between lanes
@@ -44,8 +46,9 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
                                   LoadWeights&& load_weights) {
   using namespace moejit::prim;
   using S = GemmShape<Spec>;
-  constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, kSteps = BK / 16;
-  static_assert(S::kWgmma && kSteps == 4 && BN == 128 && S::kWarps == 8 && S::kStages >= 3);
+  constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, kK32 = BK / 32;
+  static_assert(S::kWgmma && BN == 128 && S::kWarps == 8 && S::kStages >= 3);
+  static_assert(kK32 % 2 == 0, "a stage's 32-k tiles alternate between the two fragment sets, starting with the first");
   const i64* c_row = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes) + BM;
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
@@ -54,57 +57,55 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   const u32 stages = work.stage_end - work.stage_begin;
   const u32 scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
 
-  // The warp's A fragments of one stage: k16 step s is fragment s.
-  auto dequantize = [&](u32 (&frag)[kSteps][4], const unsigned char* stage) {
+  // The warp's A fragments of 32-k tile kk of a stage: k16 step s is fragment s.
+  auto dequantize = [&](u32 (&frag)[2][4], const unsigned char* stage, u32 kk) {
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
+    const u32x2 words = ld_shared_v2(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16 + half * 8);
+    // Byte w of the strip's scale word is n8 tile w's: the warp's two moved to bytes 0 and 1, so
+    // that the operands are picked by constants (a selector from `half` cost four predicated
+    // PRMTs per 32 k).
+    const gemm::FragmentScaleStrip scales = gemm::fragment_scale_strip<S::kHalf>(
+        ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g) >> (16 * half), scale_addend);
+    u32 lo[4], hi[4];  // n8 tiles 2 half and 2 half + 1: rows g and g + 8 of the warp's A
+    gemm::e2m1_registers<S::kHalf>(words.x, lo);
+    gemm::e2m1_registers<S::kHalf>(words.y, hi);
+    const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 0);
+    const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 1);
     MOEJIT_UNROLL
-    for (u32 kk = 0; kk < BK / 32; ++kk) {
-      const u32x2 words = ld_shared_v2(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16 + half * 8);
-      // Byte w of the strip's scale word is n8 tile w's: the warp's two moved to bytes 0 and 1, so
-      // that the operands are picked by constants (a selector from `half` cost four predicated
-      // PRMTs per 32 k).
-      const gemm::FragmentScaleStrip scales = gemm::fragment_scale_strip<S::kHalf>(
-          ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g) >> (16 * half), scale_addend);
-      u32 lo[4], hi[4];  // n8 tiles 2 half and 2 half + 1: rows g and g + 8 of the warp's A
-      gemm::e2m1_registers<S::kHalf>(words.x, lo);
-      gemm::e2m1_registers<S::kHalf>(words.y, hi);
-      const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 0);
-      const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 1);
-      MOEJIT_UNROLL
-      for (u32 q = 0; q < 4; ++q) {
-        lo[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(lo[q], lo_factor) : mul_f16x2(lo[q], lo_factor);
-        hi[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(hi[q], hi_factor) : mul_f16x2(hi[q], hi_factor);
-      }
-      // B registers {step 0: b0, b1}, {step 1: b0, b1} of each tile; A = {row g k lo, row g + 8
-      // k lo, row g k hi, row g + 8 k hi}.
-      MOEJIT_UNROLL
-      for (u32 step = 0; step < 2; ++step) {
-        u32(&a)[4] = frag[kk * 2 + step];
-        a[0] = lo[2 * step];
-        a[1] = hi[2 * step];
-        a[2] = lo[2 * step + 1];
-        a[3] = hi[2 * step + 1];
-      }
+    for (u32 q = 0; q < 4; ++q) {
+      lo[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(lo[q], lo_factor) : mul_f16x2(lo[q], lo_factor);
+      hi[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(hi[q], hi_factor) : mul_f16x2(hi[q], hi_factor);
+    }
+    // B registers {step 0: b0, b1}, {step 1: b0, b1} of each tile; A = {row g k lo, row g + 8
+    // k lo, row g k hi, row g + 8 k hi}.
+    MOEJIT_UNROLL
+    for (u32 step = 0; step < 2; ++step) {
+      u32(&a)[4] = frag[step];
+      a[0] = lo[2 * step];
+      a[1] = hi[2 * step];
+      a[2] = lo[2 * step + 1];
+      a[3] = hi[2 * step + 1];
     }
   };
 
   float acc[BM / 2];
   MOEJIT_UNROLL
   for (u32 i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
-  u32 frag[2][kSteps][4];
+  u32 frag[2][2][4];
 
-  // The stage's wgmma's: BK / 16 chained m64nBMk16, one commit group, accumulating onto the
-  // zeros above from the first.
-  auto issue = [&](u32 (&f)[kSteps][4], u64 a_tile_desc) {
+  // The wgmma's of 32-k tile kk: two chained m64nBMk16, one commit group, accumulating onto the
+  // zeros above from the first. k16 step s of the stage reads 64-k block s / 4 of the A tile,
+  // 32 bytes further per step within it: 2 in the start address field (address / 16), which no
+  // step carries out of (the tile lies below 256 KiB).
+  auto issue = [&](u32 (&f)[2][4], u64 a_tile_desc, u32 kk) {
     MOEJIT_UNROLL
-    for (u32 s = 0; s < kSteps; ++s) wgmma_fence_operand(f[s]);
+    for (u32 s = 0; s < 2; ++s) wgmma_fence_operand(f[s]);
     wgmma_fence();
     MOEJIT_UNROLL
-    for (u32 s = 0; s < kSteps; ++s) {
-      // k step s starts 32 bytes further: 2 in the start address field (address / 16), which no
-      // step carries out of (the tile lies below 256 KiB).
-      const u64 desc = a_tile_desc + 2 * s;
+    for (u32 s = 0; s < 2; ++s) {
+      const u32 step = 2 * kk + s;
+      const u64 desc = a_tile_desc + step / 4 * (S::kABlockBytes / 16) + 2 * (step % 4);
       if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, 1u);
       else wgmma_m64k16_f16<BM>(acc, f[s], desc, 1u);
     }
@@ -134,8 +135,8 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   unsigned char* compute_ptr = smem;
   unsigned char* load_ptr = smem + load_slot * S::kStageBytes;
   u64 compute_desc =
-      make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowBytes, WgmmaLayout::swizzle_128b);
-  auto stage = [&](u32 (&f)[kSteps][4], u32 i) {
+      make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowPitch, WgmmaLayout::swizzle_128b);
+  for (u32 i = 0; i < stages; ++i) {
     cp_async_wait<kAhead - 1>();
     fence_proxy_async_shared();  // this thread's copies, landed, before wgmma's reads of them
     block_sync();                // stage i is in shared memory; stage i - 2's wgmma's are done
@@ -145,24 +146,23 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
       load_weights(load_ptr, next);
     }
     cp_async_commit();
-    dequantize(f, compute_ptr);
-    issue(f, compute_desc);
-    wgmma_wait_group<1>();  // stage i - 1's wgmma's: its slot and its fragment registers are free
+    // A 32-k tile's wgmma's run while the warps dequantize the next one. Their A registers must
+    // stay unchanged until they complete: the fragments alternate between two register sets,
+    // and each tile waits for the previous one's group, which frees the other set (and, at a
+    // stage's first tile, the slot of stage i - 1).
+    MOEJIT_UNROLL
+    for (u32 kk = 0; kk < kK32; ++kk) {
+      dequantize(frag[kk % 2], compute_ptr, kk);
+      issue(frag[kk % 2], compute_desc, kk);
+      wgmma_wait_group<1>();
+    }
     const bool wrap = slot + 1 == S::kStages, load_wrap = load_slot + 1 == S::kStages;
     slot = wrap ? 0 : slot + 1;
     compute_ptr = wrap ? compute_ptr - kWrapBack : compute_ptr + S::kStageBytes;
     compute_desc = wrap ? compute_desc - kWrapBack / 16 : compute_desc + S::kStageBytes / 16;
     load_slot = load_wrap ? 0 : load_slot + 1;
     load_ptr = load_wrap ? load_ptr - kWrapBack : load_ptr + S::kStageBytes;
-  };
-  // Pairs of stages, then the odd one. (A pair whose second stage is conditional puts a branch
-  // inside the wgmma pipeline, and ptxas then serializes every wgmma: C7513.)
-  u32 i = 0;
-  for (; i + 1 < stages; i += 2) {
-    stage(frag[0], i);
-    stage(frag[1], i + 1);
   }
-  if (i < stages) stage(frag[0], i);
   wgmma_wait_group<0>();
   wgmma_fence_operand(acc);
   cp_async_wait<0>();
