@@ -265,48 +265,50 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
 
   GemmPlan best{};
   double best_s = std::numeric_limits<double>::infinity();
-  for (std::size_t shape_index = 0; shape_index < shapes.count; ++shape_index)
-  for (std::uint16_t bn : shapes.shapes[shape_index].bns) {
+  for (std::size_t shape_index = 0; shape_index < shapes.count; ++shape_index) {
     const RowsShape& shape = shapes.shapes[shape_index];
-    if (bn == 0) continue;
-    const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
-    if (tile.stages == 0) continue;
-    const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
-    const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
-    const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group, scale_bytes_of(w.scale),
-                                                   w.weight == WeightFormat::int4_asym, 16, wgmma);
-    GemmTimeInputs in = time_inputs_of(device);
-    in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, wgmma, w, arch);
-    in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
-                     static_cast<double>(bn) * scale_bytes_of(w.scale) * tile.bk / std::max(w.group_size, 1u);
-    in.stages = tile.stages;
-    in.warps_per_cta = tile.warps;
-    in.ctas_per_sm = blocks_per_sm(tile, wgmma, shared, arch);
-    in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
-    // wgmma tiles: their tensor rate, in m16n8k16 equivalents.
-    in.mma_per_clock = wgmma ? device.wgmma_per_clock : device.mma_per_clock;
-    const double tile_mma_macs = wgmma ? 16 * 8 * 16 : mma_macs;
-    // Only the rows that hold a token travel through the split-K workspace.
-    in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
-    const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
-    const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
-    // Only decode tiles split K, and only those that cover the rows an expert gets: prefill
-    // tiles, and tiles smaller than that, have rows enough to fill the GPU, and the split-K
-    // workspace of the fused layer is sized for decode (fused_moe_op.cpp).
-    const std::uint32_t max_split = covering && !wgmma ? std::min<std::uint32_t>(k_stages, 64) : 1;
-    for (std::uint32_t split = 1; split <= max_split; ++split) {
-      const std::uint32_t per_split = (k_stages + split - 1) / split;
-      if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty
-      in.ctas = column_blocks * row_tiles * split;
-      in.stages_per_cta = per_split;
-      in.split_k = split;
-      in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / tile_mma_macs;
-      const GemmTimeEstimate e = estimate_gemm_time(in);
-      const double s = e.seconds;
-      if (s < best_s * (1 - 1e-9)) {
-        best_s = s;
-        best = {tile, static_cast<std::uint16_t>(split), e.busiest_seconds,
-                busy * column_blocks * k_stages * in.stage_bytes / in.bandwidth};
+    for (std::uint16_t bn : shape.bns) {
+      if (bn == 0) continue;
+      const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
+      if (tile.stages == 0) continue;
+      const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
+      const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
+      const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
+                                                     scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym, 16,
+                                                     wgmma);
+      GemmTimeInputs in = time_inputs_of(device);
+      in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, wgmma, w, arch);
+      in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +
+                       static_cast<double>(bn) * scale_bytes_of(w.scale) * tile.bk / std::max(w.group_size, 1u);
+      in.stages = tile.stages;
+      in.warps_per_cta = tile.warps;
+      in.ctas_per_sm = blocks_per_sm(tile, wgmma, shared, arch);
+      in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
+      // wgmma tiles: their tensor rate, in m16n8k16 equivalents.
+      in.mma_per_clock = wgmma ? device.wgmma_per_clock : device.mma_per_clock;
+      const double tile_mma_macs = wgmma ? 16 * 8 * 16 : mma_macs;
+      // Only the rows that hold a token travel through the split-K workspace.
+      in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
+      const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
+      const std::uint32_t k_stages = std::max(w.k / tile.bk, 1u);
+      // Only decode tiles split K, and only those that cover the rows an expert gets: prefill
+      // tiles, and tiles smaller than that, have rows enough to fill the GPU, and the split-K
+      // workspace of the fused layer is sized for decode (fused_moe_op.cpp).
+      const std::uint32_t max_split = covering && !wgmma ? std::min<std::uint32_t>(k_stages, 64) : 1;
+      for (std::uint32_t split = 1; split <= max_split; ++split) {
+        const std::uint32_t per_split = (k_stages + split - 1) / split;
+        if ((k_stages + per_split - 1) / per_split != split) continue;  // some split would be empty
+        in.ctas = column_blocks * row_tiles * split;
+        in.stages_per_cta = per_split;
+        in.split_k = split;
+        in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / tile_mma_macs;
+        const GemmTimeEstimate e = estimate_gemm_time(in);
+        const double s = e.seconds;
+        if (s < best_s * (1 - 1e-9)) {
+          best_s = s;
+          best = {tile, static_cast<std::uint16_t>(split), e.busiest_seconds,
+                  busy * column_blocks * k_stages * in.stage_bytes / in.bandwidth};
+        }
       }
     }
   }
