@@ -455,11 +455,13 @@ TEST_CASE("C ABI: warm-up compiles a model's kernels for named architectures wit
     CHECK(std::string(what).find("\"op\"") != std::string::npos);
   };
   REQUIRE_MESSAGE(moejit_warmup(c.ctx, &m, archs, 2, on_progress, &progress) == MOEJIT_OK, std::string(moejit_last_error()));
-  // Per arch, up to 1024 tokens x 4 / 16 experts = 256 rows per expert: this small layer runs
-  // 16- and 32-row tiles only (shorter tiles than the covering ones put more CTAs on an otherwise
-  // idle GPU: fused_moe_op.cpp, layer_block_rows), so two aligns, the 16-row GEMMs in two column
-  // widths (the decode tile and the one chosen below its rows), the 32-row GEMMs and the reduce.
-  CHECK(progress.total == 2 * (2 + 2 * 2 + 2 + 1));
+  // Up to 1024 tokens x 4 / 16 experts = 256 rows per expert, the tile rows weighed on each
+  // target (fused_moe_op.cpp, layer_block_rows). sm_90a: aligns at 16, 32, 64 and 128 rows, the
+  // 16-row GEMMs, the 32-, 64- and 128-row wgmma GEMMs, and the reduce. sm_120a keeps this small
+  // layer at 64 rows or fewer (shorter tiles put more CTAs on an otherwise idle GPU): aligns at 16,
+  // 32 and 64, the 16-row GEMMs in two column widths (the decode tile and the one chosen below
+  // its rows), the 32- and 64-row GEMMs, and the reduce.
+  CHECK(progress.total == (4 + 2 + 3 * 2 + 1) + (3 + 2 * 2 + 2 * 2 + 1));
   CHECK(progress.calls == progress.total);
   CHECK(progress.last_done == progress.total);
   moejit_stats_t stats;
@@ -536,23 +538,41 @@ TEST_CASE("C ABI: the usage manifest lists exactly the kernels a run used") {
   }
   auto specs = dispatch::read_usage_manifest(manifest);
   REQUIRE_MESSAGE(specs.ok(), specs.status().message());
-  REQUIRE(specs->size() == 4);  // align, gate/up, down, reduce; each once
-  CHECK((*specs)[0].spec.op == Op::moe_align);
-  CHECK((*specs)[1].spec.op == Op::grouped_gemm);
-  CHECK((*specs)[1].spec.epilogue == Epilogue::silu_and_mul);
-  CHECK((*specs)[2].spec.epilogue == Epilogue::topk_weight);
-  CHECK((*specs)[3].spec.op == Op::moe_reduce);
+  REQUIRE(specs->size() == 5);  // the layer, then align, gate/up, down, reduce; each once
+  // The layer's call, which warm-up plans again for another target.
+  REQUIRE((*specs)[0].layer.has_value());
+  const dispatch::LayerCall& layer = *(*specs)[0].layer;
+  CHECK((*specs)[0].spec.op == Op::none);
+  CHECK(layer.arch == Arch::sm_90a);  // the host backend's default target
+  CHECK(layer.backend == Backend::host);
+  CHECK(layer.w13_weight == WeightFormat::mxfp4);
+  CHECK(layer.w2_weight == WeightFormat::mxfp4);
+  CHECK(layer.w13_packed_for == DType::bf16);
+  CHECK(layer.hidden == 64);
+  CHECK(layer.intermediate == 32);
+  CHECK(layer.experts == 2);
+  CHECK(layer.global_experts == 2);
+  CHECK(layer.topk == 2);
+  CHECK(layer.activation == Epilogue::silu_and_mul);
+  CHECK(layer.tokens_from == 2);
+  CHECK(layer.tokens_to == 2);
+  CHECK((*specs)[1].spec.op == Op::moe_align);
+  CHECK((*specs)[2].spec.op == Op::grouped_gemm);
+  CHECK((*specs)[2].spec.epilogue == Epilogue::silu_and_mul);
+  CHECK((*specs)[3].spec.epilogue == Epilogue::topk_weight);
+  CHECK((*specs)[4].spec.op == Op::moe_reduce);
   // The GEMMs carry the call their tile was chosen for (4 routed pairs over 2 experts, top 2).
-  for (int i : {1, 2}) {
+  for (int i : {2, 3}) {
     REQUIRE((*specs)[i].gemm.has_value());
     CHECK((*specs)[i].gemm->m == 4);
     CHECK((*specs)[i].gemm->topk_hint == 2);
     CHECK((*specs)[i].gemm->global_experts_hint == 2);
     CHECK((*specs)[i].gemm->rows_per_expert_hint == 0);
     // The down projection requests its weights before the gate/up output is ready.
-    CHECK((*specs)[i].gemm->weights_before_dependency == (i == 2 ? 1u : 0u));
+    CHECK((*specs)[i].gemm->weights_before_dependency == (i == 3 ? 1u : 0u));
+    CHECK((*specs)[i].gemm->fused_layer == 1);
   }
-  CHECK_FALSE((*specs)[0].gemm.has_value());
+  CHECK_FALSE((*specs)[1].gemm.has_value());
   write_text(dir / "bad.jsonl", "{\"op\": \"moe_align\"}\nnot json\n");
   auto bad = dispatch::read_usage_manifest(dir / "bad.jsonl");
   CHECK_FALSE(bad.ok());

@@ -348,7 +348,7 @@ TEST_CASE("under expert parallelism the tile rows follow the pairs routed to thi
   }
 }
 
-TEST_CASE("the tile rows weigh padded rows against weight reads, the same on every target") {
+TEST_CASE("the tile rows weigh padded rows against weight reads on the device the layer runs on") {
   // DeepSeek-V3's layer, 256 experts top-8, MXFP4. Each expert's rows ~ Binomial(T, 1/32).
   static const unsigned char dummy[16] = {};
   auto request = [&](std::int32_t tokens) {
@@ -360,45 +360,53 @@ TEST_CASE("the tile rows weigh padded rows against weight reads, the same on eve
     r.global_experts = 256;
     return r;
   };
-  const std::pair<Arch, std::uint32_t> targets[] = {
-      {Arch::sm_90a, 132}, {Arch::sm_90a, 114}, {Arch::sm_100a, 148}, {Arch::sm_120a, 188}, {Arch::sm_80, 108}};
-  auto rows_at = [&](std::int32_t tokens) {
-    std::optional<std::uint16_t> bm;
-    for (auto [arch, sms] : targets) {
-      CAPTURE(arch_info(arch).name);
-      auto s = dispatch::fused_moe_specs(request(tokens), arch, Backend::device, sms);
-      REQUIRE_MESSAGE(s.ok(), s.status().message());
-      // The align's block size is the layer's and T's alone: usage manifests keep it when they
-      // are re-targeted.
-      if (bm) CHECK(s->align.bm == *bm);
-      bm = s->align.bm;
-      CHECK(s->up.bm == *bm);
-      CHECK(s->down.bm == *bm);
-      // Rows per busy expert above the tile's: no split-K (the fused workspace has none for it).
-      if (tokens * 8.0 / 256 > *bm) {
-        CHECK(s->up.split_k == 1);
-        CHECK(s->down.split_k == 1);
-      }
+  auto rows_at = [&](Arch arch, std::uint32_t sms, std::int32_t tokens) {
+    CAPTURE(arch_info(arch).name);
+    CAPTURE(sms);
+    CAPTURE(tokens);
+    auto s = dispatch::fused_moe_specs(request(tokens), arch, Backend::device, sms);
+    REQUIRE_MESSAGE(s.ok(), s.status().message());
+    // The align's block size is the tile rows of both GEMMs.
+    CHECK(s->up.bm == s->align.bm);
+    CHECK(s->down.bm == s->align.bm);
+    // Rows per busy expert above the tile's: no split-K (the fused workspace has none for it).
+    if (tokens * 8.0 / 256 > s->align.bm) {
+      CHECK(s->up.split_k == 1);
+      CHECK(s->down.split_k == 1);
     }
-    return *bm;
+    return s->align.bm;
   };
+  // An H200 on the mma.sync tiles every target has (the plain sm_90 target).
+  auto h200_mma_sync = [&](std::int32_t tokens) { return rows_at(Arch::sm_90, 132, tokens); };
   // 33 rows per expert on average: 64-row tiles would be half padding, while 32-row tiles give
   // 1.5 tiles per expert (two when it gets more than 32), 48 rows of mma work against 64 for
   // 1.5 times the weight reads.
-  CHECK(rows_at(1056) == 32);
+  CHECK(h200_mma_sync(1056) == 32);
   // 47 rows: two 32-row tiles per expert do the mma work of one 64-row tile (almost no expert
   // gets more than 64 or fewer than 33), with twice the CTAs reading the weights: kept at 64.
-  CHECK(rows_at(1500) == 64);
+  CHECK(h200_mma_sync(1500) == 64);
   // 120 rows: 128-row tiles are 1.21 per expert (155 rows of work), 64-row ones 2.21 (142 rows),
   // whose extra weight reads come from L2 (an expert's row tiles are neighbours in the grid).
   // 32-row ones (4.20, 134 rows) would save less than the 3% a shorter tile must: kept at 64.
-  CHECK(rows_at(3840) == 64);
+  CHECK(h200_mma_sync(3840) == 64);
   // 128 rows: 128-row tiles are 1.48 per expert (189 rows of work), 64-row ones 2.48 (159), 32-row
   // ones 4.48 (143 rows, each expert's weights read 4.5 times, from L2 after the first): a quarter
   // of the covering tile.
-  CHECK(rows_at(4096) == 32);
+  CHECK(h200_mma_sync(4096) == 32);
   // Decode: 16-row tiles cover the rows, nothing to weigh.
-  CHECK(rows_at(8) == 16);
+  CHECK(h200_mma_sync(8) == 16);
+
+  // The same H200 with sm_90a's wgmma tiles: a 32-row tile there dequantizes each expert's
+  // weights once per 32 rows at the issue rate that keeps up with wgmma's multiply only over 64
+  // rows or more, so padding to 64 rows costs less than the reads it saves.
+  for (std::int32_t t : {1056, 1500, 3840, 4096}) CHECK(rows_at(Arch::sm_90a, 132, t) == 64);
+  CHECK(rows_at(Arch::sm_90a, 132, 8) == 16);
+  // Other devices weigh the same layer otherwise: the rows are the device's, and a usage manifest
+  // records the layer for warm-up to ask another target (test_usage_retarget.cpp).
+  int differ = 0;
+  for (auto [arch, sms] : {std::pair{Arch::sm_100a, 148u}, std::pair{Arch::sm_120a, 188u}, std::pair{Arch::sm_80, 108u}})
+    for (std::int32_t t : {1056, 1500, 3840, 4096, 8192}) differ += rows_at(arch, sms, t) != h200_mma_sync(t);
+  CHECK(differ > 0);
 }
 
 TEST_CASE("past the tokens whose covering tile may split, no GEMM of the layer splits: the workspace scan's premise") {

@@ -49,18 +49,20 @@ dispatch::FusedMoeRequest layer_request(const LayerShape& m, std::int32_t tokens
   return r;
 }
 
-// What a context on `arch` with `sms` multiprocessors records for one fused call: the spec of each
-// launch, and for the GEMMs the call (the fused op's GEMMs are indexed over T x topk routed pairs;
-// the down projection requests its weights before the gate/up output is ready). The C ABI test
-// "the usage manifest lists exactly the kernels a run used" checks these fields on a real run.
+// What a context on `arch` with `sms` multiprocessors records for one fused call: the layer's
+// call, the spec of each launch, and for the GEMMs the call (the fused op's GEMMs are indexed over
+// T x topk routed pairs; the down projection requests its weights before the gate/up output is
+// ready). The C ABI test "the usage manifest lists exactly the kernels a run used" checks these
+// fields on a real run.
 std::vector<dispatch::UsageRecord> recorded(const dispatch::FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   auto s = dispatch::fused_moe_specs(r, arch, Backend::device, sms);
   REQUIRE_MESSAGE(s.ok(), s.status().message());
   const auto pairs = static_cast<std::uint32_t>(r.tokens) * r.topk;
-  return {{s->align, std::nullopt},
-          {s->up, dispatch::GemmCall{pairs, 0, r.topk, r.global_experts, 0}},
-          {s->down, dispatch::GemmCall{pairs, 0, r.topk, r.global_experts, 1}},
-          {s->reduce, std::nullopt}};
+  return {{KernelSpec{}, std::nullopt, dispatch::layer_call(r, arch, Backend::device)},
+          {s->align, std::nullopt, std::nullopt},
+          {s->up, dispatch::GemmCall{pairs, 0, r.topk, r.global_experts, 0, 1}, std::nullopt},
+          {s->down, dispatch::GemmCall{pairs, 0, r.topk, r.global_experts, 1, 1}, std::nullopt},
+          {s->reduce, std::nullopt, std::nullopt}};
 }
 
 // Every kernel the fused layer picks for these calls on devices of `arch` with `sm_counts` SMs.
@@ -116,6 +118,7 @@ TEST_CASE("a manifest recorded on an H200 re-targeted to GB10, B200 or A100 hold
     auto same = dispatch::retarget_usage(manifest, Arch::sm_90a, Backend::host);
     REQUIRE(same.ok());
     for (const dispatch::UsageRecord& rec : manifest) {
+      if (rec.layer) continue;
       KernelSpec on_host = rec.spec;
       on_host.backend = Backend::host;
       CHECK(std::count(same->specs.begin(), same->specs.end(), on_host) == 1);
@@ -148,21 +151,47 @@ TEST_CASE("usage records: GEMM calls survive the manifest, and bad ones are erro
   std::string text;
   for (const dispatch::UsageRecord& r : records) text += dispatch::usage_record_json(r) + "\n";
   // An older moejit's line (the spec alone) reads as a record without a call.
-  const std::string old_line = spec_to_json(records[1].spec);
+  const dispatch::UsageRecord& up = records[2];
+  const std::string old_line = spec_to_json(up.spec);
   write_text(dir / "usage.jsonl", text + old_line + "\n");
   auto back = dispatch::read_usage_manifest(dir / "usage.jsonl");
   REQUIRE_MESSAGE(back.ok(), back.status().message());
-  REQUIRE(back->size() == 5);
+  REQUIRE(back->size() == 6);
   for (std::size_t i = 0; i < records.size(); ++i) CHECK((*back)[i] == records[i]);
-  CHECK((*back)[4].spec == records[1].spec);
-  CHECK_FALSE((*back)[4].gemm.has_value());
-  auto old = dispatch::retarget_usage({(*back)[4]}, Arch::sm_121a, std::nullopt);
+  CHECK((*back)[5].spec == up.spec);
+  CHECK_FALSE((*back)[5].gemm.has_value());
+  auto old = dispatch::retarget_usage({(*back)[5]}, Arch::sm_121a, std::nullopt);
   REQUIRE(old.ok());
   CHECK(old->gemms_without_call == 1);
   CHECK(old->specs.size() == 1);
-  CHECK(old->specs[0].bn == records[1].spec.bn);  // kept as recorded, renamed
+  CHECK(old->specs[0].bn == up.spec.bn);  // kept as recorded, renamed
+  // An older manifest's fused layer (its kernels, no layer record) keeps its recorded rows, and
+  // says so.
+  std::vector<dispatch::UsageRecord> kernels_only(records.begin() + 1, records.end());
+  for (dispatch::UsageRecord& r : kernels_only)
+    if (r.gemm) r.gemm->fused_layer = 0;
+  auto older = dispatch::retarget_usage(kernels_only, Arch::sm_121a, std::nullopt);
+  REQUIRE(older.ok());
+  CHECK(older->kernels_without_layer == 1);  // the align; its GEMMs were not marked then
+  for (const KernelSpec& k : older->specs)
+    if (k.op == Op::grouped_gemm || k.op == Op::moe_align) CHECK(k.bm == up.spec.bm);
 
-  const std::string spec = spec_to_json(records[1].spec), align = spec_to_json(records[0].spec);
+  // A layer whose shapes no run could have (the record was edited): an error naming the record
+  // and the argument.
+  dispatch::UsageRecord edited = records[0];
+  edited.layer->topk = 0;
+  auto refused = dispatch::retarget_usage({edited}, Arch::sm_121a, std::nullopt);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("re-targeted to sm_121a") != std::string::npos);
+  CHECK(refused.status().message().find("argument 'topk' = 0") != std::string::npos);
+
+  const std::string spec = spec_to_json(up.spec), align = spec_to_json(records[1].spec);
+  const std::string layer = dispatch::usage_record_json(records[0]);
+  auto layer_with = [&](const std::string& field, const std::string& value) {
+    const std::string key = "\"" + field + "\":";
+    const std::size_t at = layer.find(key) + key.size();
+    return layer.substr(0, at) + value + layer.substr(layer.find_first_of(",}", at));
+  };
   const std::pair<std::string, std::vector<std::string>> bad[] = {
       {R"({"spec":)" + spec + R"(,"gemm_call":{"m":4,"tokens":1}})", {"line 1", "unknown field 'tokens'"}},
       {R"({"spec":)" + spec + R"(,"gemm_call":{"m":2147483648}})", {"gemm_call field 'm' = 2147483648", "[0, 2147483647]"}},
@@ -171,6 +200,14 @@ TEST_CASE("usage records: GEMM calls survive the manifest, and bad ones are erro
       {R"({"spec":)" + align + R"(,"gemm_call":{"m":4}})", {"'gemm_call' with a moe_align spec"}},
       {R"({"spec":)" + spec + R"(,"why":{}})", {"unknown field 'why'"}},
       {R"({"spec":{"op":"gemm"}})", {"spec field 'op'"}},
+      {layer_with("topk", "-1"), {"fused_moe field 'topk' = -1", "unsigned integer"}},
+      {layer_with("w13_weight", "\"fp8\""), {"fused_moe field 'w13_weight' = \"fp8\"", "mxfp4"}},
+      {layer_with("tokens_from", "300"), {"'tokens_from' = 300, 'tokens_to' = 5"}},
+      {layer_with("tokens_to", "1048577"), {"fused_moe field 'tokens_to' = 1048577"}},
+      {R"({"fused_moe":{"topk":8}})", {"missing field 'arch'"}},
+      {R"({"fused_moe":{"layers":1}})", {"unknown field 'layers'"}},
+      {R"({"fused_moe":[]})", {"'fused_moe' = []: expected an object"}},
+      {layer.substr(0, layer.size() - 1) + R"(,"spec":{}})", {"'fused_moe' record with other fields"}},
   };
   for (const auto& [line, words] : bad) {
     CAPTURE(line);
@@ -190,7 +227,8 @@ TEST_CASE("usage records planned for an SM count no profile has (--sms) as well 
     auto slice = dispatch::retarget_usage(manifest, Arch::sm_90a, std::nullopt, 8);
     REQUIRE_MESSAGE(slice.ok(), slice.status().message());
     SpecSet want;
-    for (const dispatch::UsageRecord& rec : manifest) want.insert(rec.spec);
+    for (const dispatch::UsageRecord& rec : manifest)
+      if (!rec.layer) want.insert(rec.spec);
     const std::size_t as_recorded = want.size();
     want.merge(picked_on(calls, Arch::sm_90a, {8}));
     slice_only += want.size() - as_recorded;
@@ -205,11 +243,12 @@ TEST_CASE("usage records planned for an SM count no profile has (--sms) as well 
   CHECK(slice_only > 0);
 }
 
-TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, planned again exactly without a call") {
+TEST_CASE("prefill tiles and layers: a manifest line per GEMM and per power of two, whatever the batch size") {
   // A tile of more than 32 rows never splits K and has one candidate per target, so every call
   // that picks it picks the same kernel anywhere: its first call stands for the rest. So does a
   // 32-row tile the fused layer picks below the rows an expert gets (no split, one candidate).
   // A prefill server sees a new M with nearly every batch; its manifest must not grow with each.
+  // The layer's own record stands for every batch size from a power of two (excluded) to the next.
   constexpr std::int32_t kPrefill[] = {2048, 3000, 4096, 6000, 8192};
   TempDir dir;
   const std::string path = dir / "usage.jsonl";
@@ -217,21 +256,22 @@ TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, pl
   SpecSet prefill_specs;
   std::unordered_set<dispatch::UsageRecord, dispatch::UsageRecordHash> decode_records;
   std::vector<dispatch::FusedMoeRequest> prefill_requests;
-  std::vector<dispatch::UsageRecord> stripped;  // the prefill GEMMs as an older moejit wrote them
   {
     dispatch::SpecObserver observer(path, false);
     for (const LayerShape& m : kShapes)
       for (std::int32_t t : {1, 2, 3, 2048, 3000, 4096, 6000, 8192}) {
         const dispatch::FusedMoeRequest request = layer_request(m, t);
         for (const dispatch::UsageRecord& rec : recorded(request, Arch::sm_90a, 132)) {
+          if (rec.layer) {
+            observer.used_layer(*rec.layer);
+            continue;
+          }
           observer.used(rec.spec, dispatch::Decision{"fused_moe", t, 0, rec.gemm});
           if (!rec.gemm) continue;
           if (dispatch::stand_in_call(rec.spec, rec.gemm)) {
             ++prefill_calls;
             prefill_specs.insert(rec.spec);
-            // Only the tiles that never split stand in without their call.
-            if (rec.spec.bm > dispatch::kMaxSplitRows) stripped.push_back({rec.spec, std::nullopt});
-            else CHECK(rec.spec.split_k == 1);
+            if (rec.spec.bm <= dispatch::kMaxSplitRows) CHECK(rec.spec.split_k == 1);
           } else {
             ++decode_calls;
             decode_records.insert(rec);
@@ -240,15 +280,19 @@ TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, pl
         if (t >= kPrefill[0]) prefill_requests.push_back(request);
       }
   }
-  // Every batch size here picks a tile that does not depend on the call, several share one, and
-  // some are 32-row tiles: the case is not vacuous.
+  // Every batch size here picks a tile that does not depend on the call, and several share one:
+  // the case is not vacuous.
   REQUIRE(prefill_calls == std::size(kShapes) * std::size(kPrefill) * 2);
   REQUIRE(prefill_specs.size() < prefill_calls);
-  REQUIRE(stripped.size() < prefill_calls);
   auto written = dispatch::read_usage_manifest(path);
   REQUIRE_MESSAGE(written.ok(), written.status().message());
-  std::size_t prefill_lines = 0, decode_lines = 0;
+  std::size_t prefill_lines = 0, decode_lines = 0, layer_lines = 0;
   for (const dispatch::UsageRecord& rec : *written) {
+    if (rec.layer) {
+      ++layer_lines;
+      const std::uint32_t from = rec.layer->tokens_from, to = rec.layer->tokens_to;
+      CHECK(((from == to && to <= 3) || (from == to / 2 + 1 && (to == 2048 || to == 4096 || to == 8192))));
+    }
     if (rec.spec.op != Op::grouped_gemm) continue;
     REQUIRE(rec.gemm.has_value());
     if (dispatch::stand_in_call(rec.spec, rec.gemm)) ++prefill_lines;
@@ -257,38 +301,43 @@ TEST_CASE("prefill tiles: one manifest line per GEMM whatever the batch size, pl
   CHECK(prefill_lines == prefill_specs.size());
   CHECK(decode_lines == decode_records.size());  // decode tiles: a line per call
   CHECK(decode_lines == decode_calls);
+  // Per layer: T = 1, 2, 3 as they are, and (1024, 2048], (2048, 4096], (4096, 8192].
+  CHECK(layer_lines == std::size(kShapes) * 6);
 
-  // A restarted server at a batch size it has not seen adds nothing for a prefill tile it has.
+  // A restarted server at a batch size it has not seen adds nothing for a prefill tile or a
+  // token range it has.
   const std::string before = slurp(path);
   {
     dispatch::SpecObserver observer(path, false);
     for (const LayerShape& m : kShapes)
-      for (const dispatch::UsageRecord& rec : recorded(layer_request(m, 5000), Arch::sm_90a, 132))
-        if (rec.gemm && prefill_specs.count(rec.spec) != 0)
+      for (const dispatch::UsageRecord& rec : recorded(layer_request(m, 5000), Arch::sm_90a, 132)) {
+        if (rec.layer) observer.used_layer(*rec.layer);
+        else if (rec.gemm && prefill_specs.count(rec.spec) != 0)
           observer.used(rec.spec, dispatch::Decision{"fused_moe", 5000, 0, rec.gemm});
+      }
   }
   CHECK(slurp(path) == before);
+}
 
-  // Re-targeted from the manifest, or from records without calls (an older moejit's lines), the
-  // prefill GEMMs are exactly what each target picks, with no warning.
-  for (Arch target : {Arch::sm_121a, Arch::sm_100a, Arch::sm_80}) {
+TEST_CASE("a prefill layer re-targeted: every kernel the target picks at each batch size its record stands for") {
+  // One layer's record at T = 3000 stands for 2049 to 4096 tokens. Re-targeted, it gives what the
+  // target picks over that range on each of its profiles, none of the tile rows the H200 picked
+  // unless the target picks them too (those records are the H200's), and with the H200's own
+  // kernels left out.
+  const LayerShape& m = kShapes[2];  // Qwen3-30B-A3B, INT4
+  const std::vector<dispatch::UsageRecord> manifest = recorded(layer_request(m, 3000), Arch::sm_90a, 132);
+  REQUIRE(manifest[0].layer.has_value());
+  REQUIRE(manifest[0].layer->tokens_from == 2049);
+  REQUIRE(manifest[0].layer->tokens_to == 4096);
+  for (Arch target : {Arch::sm_121a, Arch::sm_100a}) {
     CAPTURE(to_string(target));
-    SpecSet want_gemms;
-    for (const KernelSpec& s : picked_on(prefill_requests, target, sm_counts_for(target)))
-      if (s.op == Op::grouped_gemm) want_gemms.insert(s);
-    // Without calls only the tiles of more than 32 rows can stand in.
-    SpecSet want_tall;
-    for (const KernelSpec& s : want_gemms)
-      if (s.bm > dispatch::kMaxSplitRows) want_tall.insert(s);
-    for (const auto& [records, want] : {std::pair{stripped, want_tall}, std::pair{*written, want_gemms}}) {
-      std::vector<dispatch::UsageRecord> prefill;
-      for (const dispatch::UsageRecord& rec : records)
-        if (rec.spec.op == Op::grouped_gemm && dispatch::stand_in_call(rec.spec, rec.gemm)) prefill.push_back(rec);
-      auto moved = dispatch::retarget_usage(prefill, target, std::nullopt);
-      REQUIRE_MESSAGE(moved.ok(), moved.status().message());
-      CHECK(moved->gemms_without_call == 0);
-      CHECK(SpecSet(moved->specs.begin(), moved->specs.end()) == want);
-    }
-    CHECK(want_tall.size() < want_gemms.size());
+    auto moved = dispatch::retarget_usage(manifest, target, std::nullopt);
+    REQUIRE_MESSAGE(moved.ok(), moved.status().message());
+    std::vector<dispatch::FusedMoeRequest> range;
+    for (std::int32_t t = 2049; t <= 4096; ++t) range.push_back(layer_request(m, t));
+    const SpecSet want = picked_on(range, target, sm_counts_for(target));
+    CHECK(SpecSet(moved->specs.begin(), moved->specs.end()) == want);
+    // The range reaches tile rows the recorded call alone does not (the case is not vacuous).
+    CHECK(want.size() > picked_on({layer_request(m, 3000)}, target, sm_counts_for(target)).size());
   }
 }

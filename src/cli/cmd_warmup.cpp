@@ -76,9 +76,11 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend, const std::
     const std::optional<Backend> to_backend = given("--backend") ? std::optional<Backend>(backend) : std::nullopt;
     WarmPlan out;
     if (archs.empty()) {
-      // What the run used, as it used it (on the named backend, if one is given).
+      // What the run used, as it used it (on the named backend, if one is given); the layers'
+      // records say what their kernels were chosen for, and the kernels are listed beside them.
       std::unordered_set<KernelSpec, KernelSpecHash> seen;
       for (const dispatch::UsageRecord& r : used) {
+        if (r.layer) continue;
         KernelSpec s = r.spec;
         s.backend = to_backend.value_or(s.backend);
         if (seen.insert(s).second) out.specs.push_back(s);
@@ -94,6 +96,12 @@ Result<WarmPlan> specs_to_warm(const WarmupArgs& a, Backend backend, const std::
             "warmed for {} with their recorded tiles, which {}'s heuristic may not pick; record the manifest again "
             "for a store a frozen run can rely on",
             a.from_usage, r.gemms_without_call, to_string(arch), to_string(arch));
+      if (r.kernels_without_layer != 0)
+        log(LogLevel::warn,
+            "{}: {} fused-layer kernel(s) recorded without their layer (a manifest of an older moejit): warmed for {} "
+            "with their recorded tile rows, which {} may weigh otherwise; record the manifest again for a store a "
+            "frozen run can rely on",
+            a.from_usage, r.kernels_without_layer, to_string(arch), to_string(arch));
       out.specs.insert(out.specs.end(), r.specs.begin(), r.specs.end());
     }
     return out;

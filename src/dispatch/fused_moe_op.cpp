@@ -1,6 +1,7 @@
 #include "dispatch/fused_moe_op.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "dispatch/tile_configs.hpp"
@@ -325,6 +326,7 @@ LayerGemms layer_gemms(const FusedMoeRequest& r, std::uint32_t bm, const LayerBu
   up.params.a_row_divisor = static_cast<i32>(r.topk);
   up.topk_hint = r.topk;
   up.global_experts_hint = global_experts(r);
+  up.fused_layer = true;
   GroupedGemmRequest& down = g.down;
   down = up;
   down.weights = r.w2;
@@ -365,19 +367,9 @@ std::uint16_t covering_block_rows(const FusedMoeRequest& r) {
   return pick_block_rows(routed_rows(pairs, r.w13.experts, global_experts(r), r.topk).per_busy_expert);
 }
 
-// The device the tile rows are weighed on, whatever the target: the rows are the align's block
-// size, which every kernel of the layer follows and which usage manifests keep when they are
-// re-targeted (usage_retarget.cpp), so they are a function of the layer and T alone. The plain
-// sm_90 target: H200 with the mma.sync tiles every target has. Weighed with sm_90a's wgmma
-// prefill tiles (kernels/grouped_gemm.hpp, gemm_uses_wgmma), 128-row tiles win at T = 4096 for
-// DeepSeek-V3 and gpt-oss-120b by 1.23-1.28x on H200, and the same rows cost B200 and RTX PRO
-// 6000, which run them on mma.sync, 1.2-1.3x (bench/perf_model at the commit that added them).
-constexpr Arch kRowsReferenceArch = Arch::sm_90;
-constexpr std::uint32_t kRowsReferenceSms = 132;  // H200, the sm_90a default profile
-
 // How much faster (predicted) a shorter tile must be to be taken: the model's figures are
-// estimates (the sm_90 mma rate, L2 hits for the re-read weights), the choice is made on one
-// reference device for every target, and a shorter tile reads each expert's weights more often.
+// estimates (the mma rates, L2 hits for the re-read weights), and a shorter tile reads each
+// expert's weights more often.
 constexpr double kShorterTileGain = 0.03;
 
 // The layer's tile rows, which are also the align block size. Routed rows scatter around their
@@ -388,14 +380,18 @@ constexpr double kShorterTileGain = 0.03;
 // last, down to 16 rows, for both GEMMs of the layer, with an expert's weights coming from DRAM
 // once (the CTAs of its row tiles are neighbours in the grid) and every CTA's bytes passing
 // through its SM. A shorter tile replaces the best so far only when it is kShorterTileGain faster.
-std::uint16_t layer_block_rows(const FusedMoeRequest& r) {
+// Weighed on the device the layer runs on: sm_90a's wgmma tiles want taller rows than the
+// mma.sync tiles of other targets (bench/perf_model/README.md), and a device of fewer SMs fills
+// with fewer, taller tiles. So the rows are a function of the layer, T and the device, and a usage
+// manifest records the layer (LayerCall) for warm-up to ask another target.
+std::uint16_t layer_block_rows(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
   const std::uint16_t covering = covering_block_rows(r);
   if (covering == kGemmBlockRows.front()) return covering;
   auto layer_seconds = [&](std::uint16_t bm) {
     const LayerGemms g = layer_gemms(r, bm, {});
     double seconds = 0;
     for (const GroupedGemmRequest* gemm : {&g.up, &g.down}) {
-      const GemmPlan p = plan_gemm(gemm_work(*gemm), bm, kRowsReferenceArch, kRowsReferenceSms);
+      const GemmPlan p = plan_gemm(gemm_work(*gemm), bm, arch, sms);
       seconds += std::max(p.weights_seconds, p.sm_seconds);
     }
     return seconds;
@@ -420,7 +416,7 @@ Result<FusedMoeSpecs> specs_of_checked(const FusedMoeRequest& r, Arch arch, Back
                  "argument 'w13': packed for e2m1 activations (W4A4), which need the block-scaled mma of sm_120a or "
                  "sm_121a; this target is {} (pack for e4m3 or bf16 activations there)",
                  arch_info(arch).name);
-  const std::uint16_t bm = layer_block_rows(r);
+  const std::uint16_t bm = layer_block_rows(r, arch, sms);
 
   FusedMoeSpecs s;
   s.align.op = Op::moe_align;
@@ -451,6 +447,49 @@ Result<FusedMoeSpecs> specs_of_checked(const FusedMoeRequest& r, Arch arch, Back
 Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& r, Arch arch, Backend backend, std::uint32_t sms) {
   MOEJIT_TRY(check_shapes(r));
   return specs_of_checked(r, arch, backend, sms);
+}
+
+LayerCall layer_call(const FusedMoeRequest& r, Arch arch, Backend backend) {
+  LayerCall c;
+  c.arch = arch;
+  c.backend = backend;
+  c.w13_weight = r.w13.format;
+  c.w13_scale = r.w13.scale;
+  c.w13_group_size = r.w13.group_size;
+  c.w13_packed_for = quant::packed_act_of(r.w13.order);
+  c.w2_weight = r.w2.format;
+  c.w2_scale = r.w2.scale;
+  c.w2_group_size = r.w2.group_size;
+  c.w2_packed_for = quant::packed_act_of(r.w2.order);
+  c.act = r.act;
+  c.act_scale = r.act_scale;
+  c.out = r.out;
+  c.activation = r.activation;
+  c.hidden = r.w13.k;
+  c.intermediate = r.w13.n / 2;
+  c.experts = r.w13.experts;
+  c.global_experts = global_experts(r);
+  c.topk = r.topk;
+  const auto tokens = static_cast<std::uint32_t>(std::clamp<std::int64_t>(r.tokens, 1, kLayerMaxTokens));
+  std::tie(c.tokens_from, c.tokens_to) = layer_token_range(tokens);
+  return c;
+}
+
+FusedMoeRequest layer_request(const LayerCall& c, std::int32_t tokens) {
+  FusedMoeRequest r;
+  const auto gate_up = static_cast<std::uint32_t>(std::min<std::uint64_t>(2ull * c.intermediate, 4294967295u));
+  r.w13 = {c.w13_weight, c.w13_group_size, c.w13_scale, c.experts, gate_up, c.hidden, true,
+           nullptr, nullptr, nullptr, nullptr, quant::packed_order_for(c.w13_packed_for, c.w13_weight)};
+  r.w2 = {c.w2_weight, c.w2_group_size, c.w2_scale, c.experts, c.hidden, c.intermediate, false,
+          nullptr, nullptr, nullptr, nullptr, quant::packed_order_for(c.w2_packed_for, c.w2_weight)};
+  r.act = c.act;
+  r.act_scale = c.act_scale;
+  r.out = c.out;
+  r.activation = c.activation;
+  r.topk = c.topk;
+  r.global_experts = c.global_experts;
+  r.tokens = tokens;
+  return r;
 }
 
 Result<std::uint64_t> fused_moe_workspace(const FusedMoeRequest& r, Arch arch, std::uint32_t sms) {
@@ -527,6 +566,7 @@ Status run_fused_moe(OpContext& ctx, const FusedMoeRequest& r, void* stream) {
   MOEJIT_TRY(check_data(r));
   MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs specs,
                           specs_of_checked(r, arch, ctx.launcher.backend(), ctx.launcher.sm_count()));
+  ctx.observer.used_layer(layer_call(r, arch, ctx.launcher.backend()));
   MOEJIT_TRY(check_routing_inputs(ctx.launcher, r, stream, ctx.check_inputs_on_device));
   const i32 numel = r.tokens * static_cast<i32>(r.topk);
   const WorkspaceLayout l = workspace_layout(r);

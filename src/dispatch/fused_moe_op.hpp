@@ -77,4 +77,10 @@ struct FusedMoeSpecs {
 };
 Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& request, Arch arch, Backend backend, std::uint32_t sms);
 
+// What a usage manifest records of a call on `arch` / `backend`: the layer and its batch size's
+// token range (spec_observer.hpp); and the request with its shapes and formats at `tokens`, no
+// buffers, for fused_moe_specs.
+LayerCall layer_call(const FusedMoeRequest& request, Arch arch, Backend backend);
+FusedMoeRequest layer_request(const LayerCall& call, std::int32_t tokens);
+
 }  // namespace moejit::dispatch

@@ -115,7 +115,7 @@ Result<KernelSpec> grouped_gemm_spec(const GroupedGemmRequest& r, Arch arch, Bac
 GemmCall gemm_call(const GroupedGemmRequest& r) {
   // A request with negative m never launches (prepare_grouped_gemm refuses it), so is never recorded.
   return {static_cast<std::uint32_t>(r.params.m), r.rows_per_expert_hint, r.topk_hint, r.global_experts_hint,
-          r.params.weights_before_dependency};
+          r.params.weights_before_dependency, r.fused_layer ? 1u : 0u};
 }
 
 namespace {
@@ -155,6 +155,7 @@ std::optional<GemmCall> stand_in_call(const KernelSpec& recorded, const std::opt
     GemmCall stand_in;
     stand_in.m = recorded.bm;
     stand_in.rows_per_expert_hint = recorded.bm;
+    stand_in.fused_layer = call ? call->fused_layer : 0;
     return stand_in;
   }
   // A decode tile chosen below the rows its call routes to each expert (the fused layer's
@@ -168,6 +169,7 @@ std::optional<GemmCall> stand_in_call(const KernelSpec& recorded, const std::opt
   if (!plan_fixed_for_rows(recorded.bm, gemm_work(request_for(recorded, *call)).rows_per_expert)) return std::nullopt;
   GemmCall stand_in;
   stand_in.m = static_cast<std::uint32_t>(stand_in_pairs);
+  stand_in.fused_layer = call->fused_layer;
   return stand_in;
 }
 

@@ -47,6 +47,8 @@ struct GroupedGemmRequest {
   // them) and the workspace holds the partial sums only. Null: the workspace holds the partial
   // sums and then the counters.
   u32* counters = nullptr;
+  // One of a fused layer's GEMMs (recorded as such in usage manifests: GemmCall::fused_layer).
+  bool fused_layer = false;
 };
 
 // Where the planner thinks the request's rows fall: experts busy and rows each.

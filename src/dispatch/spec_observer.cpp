@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <mutex>
+#include <type_traits>
 
 #include "dispatch/grouped_gemm_op.hpp"
 #include "spec/spec_fields.hpp"
@@ -32,6 +36,7 @@ constexpr GemmCallField kGemmCallFields[] = {
     {"topk_hint", 4294967295u, &GemmCall::topk_hint},
     {"global_experts_hint", 4294967295u, &GemmCall::global_experts_hint},
     {"weights_before_dependency", 1, &GemmCall::weights_before_dependency},
+    {"fused_layer", 1, &GemmCall::fused_layer},
 };
 
 Result<GemmCall> parse_gemm_call(const json& doc) {
@@ -44,7 +49,7 @@ Result<GemmCall> parse_gemm_call(const json& doc) {
     if (f == nullptr)
       return error(Code::invalid_argument,
                    "gemm_call: unknown field '{}'; known fields: m, rows_per_expert_hint, topk_hint, "
-                   "global_experts_hint, weights_before_dependency",
+                   "global_experts_hint, weights_before_dependency, fused_layer",
                    key);
     if (!value.is_number_unsigned() || value.get<std::uint64_t>() > f->max)
       return error(Code::invalid_argument, "gemm_call field '{}' = {}: expected an unsigned integer in [0, {}]", key,
@@ -54,12 +59,110 @@ Result<GemmCall> parse_gemm_call(const json& doc) {
   return call;
 }
 
-// One manifest line: a spec's JSON, or {"spec": SPEC, "gemm_call": CALL} for a grouped GEMM.
+// A fused layer call's fields in a manifest line: enums by the value names of the KernelSpec
+// field `names_from`, numbers up to `max`.
+struct LayerCallField {
+  const char* name;
+  const char* names_from;  // nullptr: a number
+  std::uint32_t max;
+  std::uint32_t (*get)(const LayerCall&);
+  void (*set)(LayerCall&, std::uint32_t);
+};
+template <auto Member>
+std::uint32_t get_layer_field(const LayerCall& c) {
+  return static_cast<std::uint32_t>(c.*Member);
+}
+template <auto Member>
+void set_layer_field(LayerCall& c, std::uint32_t v) {
+  c.*Member = static_cast<std::remove_cvref_t<decltype(c.*Member)>>(v);
+}
+template <auto Member>
+constexpr LayerCallField layer_field(const char* name, const char* names_from, std::uint32_t max = 0) {
+  return {name, names_from, max, &get_layer_field<Member>, &set_layer_field<Member>};
+}
+constexpr LayerCallField kLayerCallFields[] = {
+    layer_field<&LayerCall::arch>("arch", "arch"),
+    layer_field<&LayerCall::backend>("backend", "backend"),
+    layer_field<&LayerCall::w13_weight>("w13_weight", "weight"),
+    layer_field<&LayerCall::w13_scale>("w13_scale", "scale"),
+    layer_field<&LayerCall::w13_group_size>("w13_group_size", nullptr, 4294967295u),
+    layer_field<&LayerCall::w13_packed_for>("w13_packed_for", "act"),
+    layer_field<&LayerCall::w2_weight>("w2_weight", "weight"),
+    layer_field<&LayerCall::w2_scale>("w2_scale", "scale"),
+    layer_field<&LayerCall::w2_group_size>("w2_group_size", nullptr, 4294967295u),
+    layer_field<&LayerCall::w2_packed_for>("w2_packed_for", "act"),
+    layer_field<&LayerCall::act>("act", "act"),
+    layer_field<&LayerCall::act_scale>("act_scale", "act_scale"),
+    layer_field<&LayerCall::out>("out", "out"),
+    layer_field<&LayerCall::activation>("activation", "epilogue"),
+    layer_field<&LayerCall::hidden>("hidden", nullptr, 4294967295u),
+    layer_field<&LayerCall::intermediate>("intermediate", nullptr, 4294967295u),
+    layer_field<&LayerCall::experts>("experts", nullptr, 4294967295u),
+    layer_field<&LayerCall::global_experts>("global_experts", nullptr, 4294967295u),
+    layer_field<&LayerCall::topk>("topk", nullptr, 4294967295u),
+    layer_field<&LayerCall::tokens_from>("tokens_from", nullptr, kLayerMaxTokens),
+    layer_field<&LayerCall::tokens_to>("tokens_to", nullptr, kLayerMaxTokens),
+};
+
+std::string layer_call_json(const LayerCall& c) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::object();
+  for (const LayerCallField& f : kLayerCallFields) {
+    const std::uint32_t v = f.get(c);
+    if (f.names_from != nullptr) doc[f.name] = field_value_text(*find_spec_field(f.names_from), v);
+    else doc[f.name] = v;
+  }
+  return nlohmann::ordered_json{{"fused_moe", std::move(doc)}}.dump();
+}
+
+// Every field is required: a layer is planned again from all of them. The shapes are checked
+// where the layer is planned (fused_moe_specs), the token range here.
+Result<LayerCall> parse_layer_call(const json& doc) {
+  if (!doc.is_object()) return error(Code::invalid_argument, "'fused_moe' = {}: expected an object", json_excerpt(doc));
+  LayerCall call;
+  for (const auto& [key, value] : doc.items())
+    if (std::none_of(std::begin(kLayerCallFields), std::end(kLayerCallFields),
+                     [&](const LayerCallField& f) { return key == f.name; }))
+      return error(Code::invalid_argument, "fused_moe: unknown field '{}'", key);
+  for (const LayerCallField& f : kLayerCallFields) {
+    if (!doc.contains(f.name)) return error(Code::invalid_argument, "fused_moe: missing field '{}'", f.name);
+    const json& value = doc[f.name];
+    if (f.names_from == nullptr) {
+      if (!value.is_number_unsigned() || value.get<std::uint64_t>() > f.max)
+        return error(Code::invalid_argument, "fused_moe field '{}' = {}: expected an unsigned integer in [0, {}]", f.name,
+                     json_excerpt(value), f.max);
+      f.set(call, static_cast<std::uint32_t>(value.get<std::uint64_t>()));
+      continue;
+    }
+    const SpecField& names = *find_spec_field(f.names_from);
+    const auto it = value.is_string() ? std::find(names.value_names.begin(), names.value_names.end(),
+                                                  value.get<std::string>())
+                                      : names.value_names.end();
+    if (it == names.value_names.end())
+      return error(Code::invalid_argument, "fused_moe field '{}' = {}: expected one of {}", f.name, json_excerpt(value),
+                   fmt::join(names.value_names, ", "));
+    f.set(call, static_cast<std::uint32_t>(it - names.value_names.begin()));
+  }
+  if (call.tokens_to == 0 || layer_token_range(call.tokens_to) != std::pair{call.tokens_from, call.tokens_to})
+    return error(Code::invalid_argument,
+                 "fused_moe fields 'tokens_from' = {}, 'tokens_to' = {}: expected a range as a run records it (from = "
+                 "to for 1 to {}; above, to a power of two and from one more than half of it)",
+                 call.tokens_from, call.tokens_to, kLayerExactTokens);
+  return call;
+}
+
+// One manifest line: a spec's JSON, {"spec": SPEC, "gemm_call": CALL} for a grouped GEMM, or
+// {"fused_moe": LAYER}.
 Result<UsageRecord> parse_usage_line(std::string_view line) {
   MOEJIT_ASSIGN_OR_RETURN(json doc, parse_json_input(line, "usage record"));
+  if (doc.is_object() && doc.contains("fused_moe")) {
+    if (doc.size() != 1)
+      return error(Code::invalid_argument, "usage record: a 'fused_moe' record with other fields; expected it alone");
+    MOEJIT_ASSIGN_OR_RETURN(LayerCall layer, parse_layer_call(doc["fused_moe"]));
+    return UsageRecord{KernelSpec{}, std::nullopt, layer};
+  }
   if (!doc.is_object() || !doc.contains("spec")) {
     MOEJIT_ASSIGN_OR_RETURN(KernelSpec spec, spec_from_json(doc));
-    return UsageRecord{spec, std::nullopt};
+    return UsageRecord{spec, std::nullopt, std::nullopt};
   }
   UsageRecord record;
   for (const auto& [key, value] : doc.items())
@@ -103,21 +206,33 @@ std::vector<UsageRecord> manifest_records(std::string_view text, std::vector<Bad
 
 }  // namespace
 
+std::pair<std::uint32_t, std::uint32_t> layer_token_range(std::uint32_t tokens) {
+  if (tokens <= kLayerExactTokens) return {tokens, tokens};
+  const std::uint32_t to = std::bit_ceil(tokens);
+  return {to / 2 + 1, to};
+}
+
 std::size_t UsageRecordHash::operator()(const UsageRecord& r) const noexcept {
   const GemmCall c = r.gemm.value_or(GemmCall{});
-  const std::uint64_t words[] = {KernelSpecHash{}(r.spec), r.gemm.has_value(), c.m, c.rows_per_expert_hint,
-                                 c.topk_hint,                c.global_experts_hint, c.weights_before_dependency};
-  return static_cast<std::size_t>(xxh3_64(words, sizeof words));
+  std::uint64_t words[4 + std::size(kGemmCallFields) + std::size(kLayerCallFields)] = {
+      KernelSpecHash{}(r.spec), r.gemm.has_value(), r.layer.has_value()};
+  std::size_t n = 3;
+  for (const GemmCallField& f : kGemmCallFields) words[n++] = c.*(f.member);
+  if (r.layer)
+    for (const LayerCallField& f : kLayerCallFields) words[n++] = f.get(*r.layer);
+  return static_cast<std::size_t>(xxh3_64(words, n * sizeof words[0]));
 }
 
 std::string usage_record_json(const UsageRecord& r) {
+  if (r.layer) return layer_call_json(*r.layer);
   const std::string spec = spec_to_json(r.spec);
   if (!r.gemm) return spec;
   const GemmCall& c = *r.gemm;
   return fmt::format(
       R"({{"spec":{},"gemm_call":{{"m":{},"rows_per_expert_hint":{},"topk_hint":{},"global_experts_hint":{},)"
-      R"("weights_before_dependency":{}}}}})",
-      spec, c.m, c.rows_per_expert_hint, c.topk_hint, c.global_experts_hint, c.weights_before_dependency);
+      R"("weights_before_dependency":{},"fused_layer":{}}}}})",
+      spec, c.m, c.rows_per_expert_hint, c.topk_hint, c.global_experts_hint, c.weights_before_dependency,
+      c.fused_layer);
 }
 
 namespace {
@@ -128,7 +243,7 @@ namespace {
 UsageRecord remembered_as(const UsageRecord& r) {
   if (!r.gemm) return r;
   auto stand_in = stand_in_call(r.spec, r.gemm);
-  return stand_in ? UsageRecord{r.spec, stand_in} : r;
+  return stand_in ? UsageRecord{r.spec, stand_in, std::nullopt} : r;
 }
 }  // namespace
 
@@ -141,8 +256,14 @@ SpecObserver::SpecObserver(std::string manifest, bool print) : manifest_(std::mo
   }
 }
 
-void SpecObserver::used(const KernelSpec& spec, const Decision& why) {
-  const UsageRecord record{spec, why.gemm};
+void SpecObserver::used(const KernelSpec& spec, const Decision& why) { remember({spec, why.gemm, std::nullopt}, &why); }
+
+void SpecObserver::used_layer(const LayerCall& call) {
+  if (manifest_.empty()) return;
+  remember({KernelSpec{}, std::nullopt, call}, nullptr);
+}
+
+void SpecObserver::remember(const UsageRecord& record, const Decision* why) {
   const UsageRecord key = remembered_as(record);
   {
     std::shared_lock lock(mutex_);
@@ -153,9 +274,9 @@ void SpecObserver::used(const KernelSpec& spec, const Decision& why) {
   const std::string json = usage_record_json(record);
   // Asked for by name (MOEJIT_PRINT_CONFIGS=1): shown whatever MOEJIT_LOG_LEVEL says, and tagged
   // info, since a decision is not a problem.
-  if (print_)
+  if (print_ && why != nullptr)
     log_message(LogLevel::info,
-                fmt::format("config: {} <- {} m={} rows/expert={}", json, why.op, why.rows, why.rows_per_expert));
+                fmt::format("config: {} <- {} m={} rows/expert={}", json, why->op, why->rows, why->rows_per_expert));
   if (manifest_.empty() || !recorded_.insert(key).second) return;
   // O_APPEND keeps whole lines from several processes apart.
   UniqueFd fd(::open(manifest_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
@@ -176,7 +297,7 @@ Result<std::vector<UsageRecord>> read_usage_manifest(const std::string& path) {
   }
   if (specs.empty())
     return error(Code::invalid_argument,
-                 "{} lists no kernel spec: expected the usage manifest a run wrote (a context's usage_manifest "
+                 "{} lists no kernel spec or layer: expected the usage manifest a run wrote (a context's usage_manifest "
                  "option), one spec JSON per line",
                  path);
   return specs;

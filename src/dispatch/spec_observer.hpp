@@ -11,6 +11,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "spec/kernel_spec.hpp"
@@ -27,8 +28,38 @@ struct GemmCall {
   std::uint32_t m = 0;  // at most 2^31 - 1, as the GEMM's
   std::uint32_t rows_per_expert_hint = 0, topk_hint = 0, global_experts_hint = 0;
   std::uint32_t weights_before_dependency = 0;
+  // 1: one of a fused layer's GEMMs, whose tile rows are the layer's (its LayerCall record
+  // re-targets it); 0: a grouped GEMM call of the caller's own.
+  std::uint32_t fused_layer = 0;
   friend bool operator==(const GemmCall&, const GemmCall&) = default;
 };
+
+// A fused MoE layer call's inputs to the choice of its kernels. Its tile rows, which the align
+// and both GEMMs follow, are weighed on the device the layer runs on (fused_moe_op.cpp), so the
+// kernels of one GEMM do not say what another target would run for the layer: warm-up asks that
+// target for the whole layer at every batch size from tokens_from to tokens_to. A run records
+// each batch size up to kLayerExactTokens as it is, and larger ones as the range from the power
+// of two below (excluded) to the one above, so a prefill server adds a line per layer and power
+// of two, not per batch size.
+struct LayerCall {
+  Arch arch = Arch::none;
+  Backend backend = Backend::device;
+  WeightFormat w13_weight = WeightFormat::none, w2_weight = WeightFormat::none;
+  DType w13_scale = DType::none, w2_scale = DType::none;
+  std::uint32_t w13_group_size = 0, w2_group_size = 0;
+  // The activations each projection's tiles were packed for (quant::packed_act_of).
+  DType w13_packed_for = DType::none, w2_packed_for = DType::none;
+  DType act = DType::none, out = DType::none;
+  ActScale act_scale = ActScale::none;
+  Epilogue activation = Epilogue::none;
+  std::uint32_t hidden = 0, intermediate = 0, experts = 0, global_experts = 0, topk = 0;
+  std::uint32_t tokens_from = 0, tokens_to = 0;
+  friend bool operator==(const LayerCall&, const LayerCall&) = default;
+};
+inline constexpr std::uint32_t kLayerExactTokens = 256;
+inline constexpr std::uint32_t kLayerMaxTokens = 1u << 20;
+// The batch sizes a record of a layer called with `tokens` (1 to kLayerMaxTokens) stands for.
+std::pair<std::uint32_t, std::uint32_t> layer_token_range(std::uint32_t tokens);
 
 struct Decision {
   const char* op = "";
@@ -38,17 +69,20 @@ struct Decision {
 };
 
 // One line of a usage manifest: a spec a context used, and for a grouped GEMM the call that chose
-// it. Lines written before calls were recorded hold the spec alone.
+// it (lines written before calls were recorded hold the spec alone); or a fused layer's call
+// (`layer`, with no spec: op none).
 struct UsageRecord {
   KernelSpec spec{};
   std::optional<GemmCall> gemm;
+  std::optional<LayerCall> layer;
   friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
 };
 struct UsageRecordHash {
   std::size_t operator()(const UsageRecord& r) const noexcept;
 };
 
-// The manifest line of `record`: the spec's JSON alone, or {"spec": ..., "gemm_call": ...}.
+// The manifest line of `record`: the spec's JSON alone, {"spec": ..., "gemm_call": ...}, or
+// {"fused_moe": ...}.
 std::string usage_record_json(const UsageRecord& record);
 
 class SpecObserver {
@@ -60,10 +94,16 @@ class SpecObserver {
   SpecObserver(std::string manifest, bool print);
 
   void used(const KernelSpec& spec, const Decision& why);
+  // A fused layer's call: recorded in the manifest (a line per layer and token range), not printed
+  // (its kernels are). Costs nothing without a manifest.
+  void used_layer(const LayerCall& call);
 
   const std::string& manifest() const { return manifest_; }
 
  private:
+  // Appends `record` to the manifest the first time this context uses it; `why`: print it too.
+  void remember(const UsageRecord& record, const Decision* why);
+
   std::string manifest_;
   bool print_;
   std::shared_mutex mutex_;

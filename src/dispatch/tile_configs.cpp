@@ -340,10 +340,10 @@ struct PlanKey {
 }  // namespace
 
 GemmPlan plan_gemm(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
-  // A fused layer's call plans up to 10 GEMMs: its tile rows weigh up to 4 heights x 2 GEMMs on
-  // the reference device (fused_moe_op.cpp, layer_block_rows), then its own 2 on the caller's.
-  // With fewer entries than that the round-robin evicts each plan before the next call asks
-  // for it again, and every call plans anew.
+  // A fused layer's call plans up to 8 GEMMs: its tile rows weigh up to 4 heights x 2 GEMMs
+  // (fused_moe_op.cpp, layer_block_rows), and its own 2 are among them. With fewer entries than
+  // that the round-robin evicts each plan before the next call asks for it again, and every
+  // call plans anew.
   constexpr std::size_t kEntries = 16;
   thread_local std::array<std::pair<PlanKey, GemmPlan>, kEntries> memo{};
   thread_local std::size_t used = 0, next = 0;
