@@ -138,9 +138,9 @@ std::uint32_t blocks_per_sm(const TileConfig& t, bool wgmma, std::uint32_t share
 // The wgmma tiles: each warp dequantizes 16 columns x BK per stage. With 128 k (1024 bytes) a
 // stage takes 206-213 instructions, 32 or 64 rows alike (4.8-5.0 bytes each: the sm_90a SASS
 // the performance model reads); with 64 k the copies, barrier and fences weigh twice as much:
-// 137-142 instructions for 512 bytes in 32-row tiles (3.6-3.7), 148-162 in ff4ee92's 64-row
-// tiles (3.2-3.5, rounded down to 3.1 and kept: no default case plans a 64-k wgmma tile now).
-constexpr double kWgmmaBytesPerInstruction = 3.1;
+// 137-142 instructions for 512 bytes, 32 and 128 rows alike (3.6-3.74; ff4ee92's 64-row tiles,
+// which alternated whole stages, had 148-162).
+constexpr double kWgmmaBytesPerInstruction = 3.6;
 constexpr double kWgmmaBytesPerInstruction128 = 4.8;
 
 // MACs of one mma warp-instruction of the main loop: m16n8k16 (bf16, f16, and e4m3 where the
