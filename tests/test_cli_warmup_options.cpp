@@ -139,6 +139,23 @@ TEST_CASE("moejit warmup --from-usage --arch plans recorded GEMM calls again, an
   ProcessResult moved = warmup(dir, {"--from-usage", dir / "usage.jsonl", "--arch", "sm_121a"});
   CHECK(parsed(moved)["kernels"] == 2);  // GB10's one SM count: one GEMM, and the align
   CHECK(moved.err.find("without the call") == std::string::npos);
+  // The align is a fused layer's, whose tile rows the GB10 may weigh otherwise: a manifest with
+  // no layer record (an older moejit's) keeps them, and says so.
+  CHECK(moved.err.find("1 fused-layer kernel(s) recorded without their layer") != std::string::npos);
+  // With the layer's record, the GB10 plans the layer (align, gate/up, down, reduce at T = 4)
+  // and nothing is said.
+  const std::string layer =
+      R"({"fused_moe":{"arch":"sm_90a","backend":"device","w13_weight":"mxfp4","w13_scale":"e8m0",)"
+      R"("w13_group_size":32,"w13_packed_for":"bf16","w2_weight":"mxfp4","w2_scale":"e8m0","w2_group_size":32,)"
+      R"("w2_packed_for":"bf16","act":"bf16","act_scale":"none","out":"bf16","activation":"silu_and_mul",)"
+      R"("hidden":256,"intermediate":128,"experts":4,"global_experts":4,"topk":2,"tokens_from":4,"tokens_to":4}})";
+  const std::string align = R"({"op":"moe_align","arch":"sm_90a","backend":"device","warps":4,"bm":16,"experts":4})";
+  write_text(dir / "layer.jsonl", layer + "\n" + align + "\n");
+  ProcessResult planned = warmup(dir, {"--from-usage", dir / "layer.jsonl", "--arch", "sm_121a"});
+  CHECK(parsed(planned)["kernels"] == 4);
+  CHECK(planned.err.find("without their layer") == std::string::npos);
+  // Without --arch the run's kernels are warmed as listed; the layer's line is not one.
+  CHECK(parsed(warmup(dir, {"--from-usage", dir / "layer.jsonl"}))["kernels"] == 1);
   // An older moejit's manifest: the GEMM's spec alone, kept with its tile for another target, said.
   write_text(dir / "old.jsonl", gemm + "\n");
   ProcessResult old = warmup(dir, {"--from-usage", dir / "old.jsonl", "--arch", "sm_121a"});

@@ -129,8 +129,9 @@ typedef struct moejit_context_options {
   moejit_log_fn log;                 /* NULL: stderr */
   void* log_user_data;
   const char* usage_manifest;        /* append every spec this context uses to this file, a
-                                        grouped GEMM's with the call it was chosen for (for
-                                        `moejit warmup --from-usage`); NULL: none */
+                                        grouped GEMM's with the call it was chosen for, and each
+                                        fused layer's call (for `moejit warmup --from-usage`);
+                                        NULL: none */
   /* Added in 0.2 (read only when struct_size covers it): the target whose kernels the host
      backend runs, e.g. "sm_120a" for the block-scaled paths (E2M1 activations); NULL: sm_90a. */
   const char* host_arch;

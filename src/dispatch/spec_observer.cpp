@@ -214,7 +214,7 @@ std::pair<std::uint32_t, std::uint32_t> layer_token_range(std::uint32_t tokens) 
 
 std::size_t UsageRecordHash::operator()(const UsageRecord& r) const noexcept {
   const GemmCall c = r.gemm.value_or(GemmCall{});
-  std::uint64_t words[4 + std::size(kGemmCallFields) + std::size(kLayerCallFields)] = {
+  std::uint64_t words[3 + std::size(kGemmCallFields) + std::size(kLayerCallFields)] = {
       KernelSpecHash{}(r.spec), r.gemm.has_value(), r.layer.has_value()};
   std::size_t n = 3;
   for (const GemmCallField& f : kGemmCallFields) words[n++] = c.*(f.member);
