@@ -6,7 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_set>
+#include <utility>
 
 #include "dispatch/fused_moe_op.hpp"
 #include "dispatch/usage_retarget.hpp"
@@ -184,6 +186,55 @@ TEST_CASE("usage records: GEMM calls survive the manifest, and bad ones are erro
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().message().find("re-targeted to sm_121a") != std::string::npos);
   CHECK(refused.status().message().find("argument 'topk' = 0") != std::string::npos);
+  // Every field a manifest can hold, however wrong for a layer, is refused naming the record
+  // (the weights' shapes and formats as packing checks them, the rest as a call's) or, where it
+  // says nothing about the kernels (the recording target, the largest batch), planned.
+  struct Edit {
+    const char* what;
+    void (*edit)(dispatch::LayerCall&);
+    const char* refusal;  // nullptr: planned
+  };
+  const Edit edits[] = {
+      {"hidden 0", [](dispatch::LayerCall& c) { c.hidden = 0; }, "argument 'w13.k' = 0"},
+      {"hidden 2^32-1", [](dispatch::LayerCall& c) { c.hidden = 4294967295u; }, "argument 'w13.k' = 4294967295"},
+      {"intermediate 0", [](dispatch::LayerCall& c) { c.intermediate = 0; }, "argument 'w13.n' = 0"},
+      {"intermediate 2^32-1", [](dispatch::LayerCall& c) { c.intermediate = 4294967295u; },
+       "argument 'w13.n' = 2 x intermediate = 8589934590"},
+      {"experts 0", [](dispatch::LayerCall& c) { c.experts = 0; }, "argument 'w13.experts' = 0"},
+      {"experts 2^32-1", [](dispatch::LayerCall& c) { c.experts = c.global_experts = 4294967295u; },
+       "argument 'w13.experts' = 4294967295"},
+      {"global experts below local", [](dispatch::LayerCall& c) { c.global_experts = 1; }, "global_experts"},
+      {"topk 65", [](dispatch::LayerCall& c) { c.topk = 65; }, "argument 'topk' = 65"},
+      {"group 0", [](dispatch::LayerCall& c) { c.w13_group_size = 0; }, "argument 'w13.group_size' = 0"},
+      {"group 7", [](dispatch::LayerCall& c) { c.w2_group_size = 7; }, "argument 'w2.group_size' = 7"},
+      {"no weights", [](dispatch::LayerCall& c) { c.w13_weight = WeightFormat::none; }, "argument 'w13.format'"},
+      {"int4 w2 with e8m0 scales", [](dispatch::LayerCall& c) { c.w2_weight = WeightFormat::int4_sym; },
+       "argument 'w2.scale_dtype' = e8m0"},
+      {"scale none", [](dispatch::LayerCall& c) { c.w13_scale = DType::none; }, "argument 'w13.scale_dtype'"},
+      {"w13 packed for e4m3, w2 for bf16", [](dispatch::LayerCall& c) { c.w13_packed_for = DType::e4m3; }, "'w2'"},
+      {"act e2m1 on bf16 packing", [](dispatch::LayerCall& c) { c.act = DType::e2m1; }, "argument 'act_dtype'"},
+      {"act none", [](dispatch::LayerCall& c) { c.act = DType::none; }, "argument 'act_dtype'"},
+      {"act_scale block128 on bf16", [](dispatch::LayerCall& c) { c.act_scale = ActScale::block128; }, "act_scale"},
+      {"out e8m0", [](dispatch::LayerCall& c) { c.out = DType::e8m0; }, "argument 'out_dtype' = e8m0"},
+      {"activation topk_weight", [](dispatch::LayerCall& c) { c.activation = Epilogue::topk_weight; }, "topk_weight"},
+      {"arch none", [](dispatch::LayerCall& c) { c.arch = Arch::none; }, nullptr},
+      {"the largest T", [](dispatch::LayerCall& c) { c.tokens_from = c.tokens_to = 1048576u; }, nullptr},
+  };
+  for (const Edit& e : edits) {
+    INFO(std::string(e.what));
+    dispatch::UsageRecord r = records[0];
+    e.edit(*r.layer);
+    auto moved = dispatch::retarget_usage({r}, Arch::sm_100a, std::nullopt);
+    if (e.refusal != nullptr) {
+      REQUIRE_FALSE(moved.ok());
+      CHECK_MESSAGE(moved.status().message().find("re-targeted to sm_100a") != std::string::npos, moved.status().message());
+      CHECK_MESSAGE(moved.status().message().find(e.refusal) != std::string::npos, moved.status().message());
+      continue;
+    }
+    REQUIRE_MESSAGE(moved.ok(), moved.status().message());
+    CHECK(moved->specs.size() == 4);  // align, gate/up, down, reduce
+    for (const KernelSpec& k : moved->specs) CHECK(k.arch == Arch::sm_100a);
+  }
 
   const std::string spec = spec_to_json(up.spec), align = spec_to_json(records[1].spec);
   const std::string layer = dispatch::usage_record_json(records[0]);

@@ -11,6 +11,7 @@
 #include "kernels/moe_reduce.hpp"
 #include "moe/quantize_params.cuh"
 #include "moe/reduce_params.cuh"
+#include "quant/formats.hpp"
 #include "quant/pack.hpp"
 #include "spec/act_scale_rule.hpp"
 #include "spec/arch.hpp"
@@ -475,9 +476,17 @@ LayerCall layer_call(const FusedMoeRequest& r, Arch arch, Backend backend) {
   return c;
 }
 
-FusedMoeRequest layer_request(const LayerCall& c, std::int32_t tokens) {
+Result<FusedMoeRequest> layer_request(const LayerCall& c, std::int32_t tokens) {
+  // What packing checks of a caller's weights; a record read from disk has not been through it.
+  if (c.intermediate > kMaxPackedExtent / 2)
+    return error(Code::invalid_argument, "argument 'w13.n' = 2 x intermediate = {}: expected at most {}",
+                 2ull * c.intermediate, kMaxPackedExtent);
+  const std::uint32_t gate_up = 2 * c.intermediate;
+  MOEJIT_TRY(quant::check_packed_extents(c.experts, gate_up, c.hidden, "w13."));
+  MOEJIT_TRY(quant::check_packed_extents(c.experts, c.hidden, c.intermediate, "w2."));
+  MOEJIT_TRY(quant::check_weight_format(c.w13_weight, c.w13_group_size, c.w13_scale, c.hidden, "w13."));
+  MOEJIT_TRY(quant::check_weight_format(c.w2_weight, c.w2_group_size, c.w2_scale, c.intermediate, "w2."));
   FusedMoeRequest r;
-  const auto gate_up = static_cast<std::uint32_t>(std::min<std::uint64_t>(2ull * c.intermediate, 4294967295u));
   r.w13 = {c.w13_weight, c.w13_group_size, c.w13_scale, c.experts, gate_up, c.hidden, true,
            nullptr, nullptr, nullptr, nullptr, quant::packed_order_for(c.w13_packed_for, c.w13_weight)};
   r.w2 = {c.w2_weight, c.w2_group_size, c.w2_scale, c.experts, c.hidden, c.intermediate, false,

@@ -79,8 +79,9 @@ Result<FusedMoeSpecs> fused_moe_specs(const FusedMoeRequest& request, Arch arch,
 
 // What a usage manifest records of a call on `arch` / `backend`: the layer and its batch size's
 // token range (spec_observer.hpp); and the request with its shapes and formats at `tokens`, no
-// buffers, for fused_moe_specs.
+// buffers, for fused_moe_specs, once the weights' shapes and formats pass what packing checks
+// (errors name them as w13.* and w2.*).
 LayerCall layer_call(const FusedMoeRequest& request, Arch arch, Backend backend);
-FusedMoeRequest layer_request(const LayerCall& call, std::int32_t tokens);
+Result<FusedMoeRequest> layer_request(const LayerCall& call, std::int32_t tokens);
 
 }  // namespace moejit::dispatch

@@ -51,8 +51,8 @@ bool follows_layer_rows(const UsageRecord& record) {
 Status plan_layer_on(const LayerCall& call, Arch arch, Backend backend, std::uint32_t sms,
                      const std::function<void(const KernelSpec&)>& add) {
   for (std::uint32_t t = call.tokens_from; t <= call.tokens_to; ++t) {
-    MOEJIT_ASSIGN_OR_RETURN(FusedMoeSpecs s,
-                            fused_moe_specs(layer_request(call, static_cast<std::int32_t>(t)), arch, backend, sms));
+    MOEJIT_ASSIGN_OR_RETURN(const FusedMoeRequest r, layer_request(call, static_cast<std::int32_t>(t)));
+    MOEJIT_ASSIGN_OR_RETURN(const FusedMoeSpecs s, fused_moe_specs(r, arch, backend, sms));
     for (const KernelSpec& spec : {s.align, s.quantize_hidden, s.up, s.quantize_intermediate, s.down, s.reduce})
       if (spec.op != Op::none) add(spec);
   }
