@@ -1,7 +1,6 @@
 #include "dispatch/usage_retarget.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <unordered_set>
 
 #include "dispatch/fused_moe_op.hpp"
@@ -47,11 +46,12 @@ bool follows_layer_rows(const UsageRecord& record) {
 }
 
 // Every kernel the layer of `call` picks on `arch` / `backend` with `sms` multiprocessors at each
-// batch size it stands for.
-Status plan_layer_on(const LayerCall& call, Arch arch, Backend backend, std::uint32_t sms,
-                     const std::function<void(const KernelSpec&)>& add) {
+// batch size it stands for; the layer is checked once, then planned per batch size.
+template <typename Add>
+Status plan_layer_on(const LayerCall& call, Arch arch, Backend backend, std::uint32_t sms, const Add& add) {
+  MOEJIT_ASSIGN_OR_RETURN(FusedMoeRequest r, layer_request(call, static_cast<std::int32_t>(call.tokens_from)));
   for (std::uint32_t t = call.tokens_from; t <= call.tokens_to; ++t) {
-    MOEJIT_ASSIGN_OR_RETURN(const FusedMoeRequest r, layer_request(call, static_cast<std::int32_t>(t)));
+    r.tokens = static_cast<std::int32_t>(t);
     MOEJIT_ASSIGN_OR_RETURN(const FusedMoeSpecs s, fused_moe_specs(r, arch, backend, sms));
     for (const KernelSpec& spec : {s.align, s.quantize_hidden, s.up, s.quantize_intermediate, s.down, s.reduce})
       if (spec.op != Op::none) add(spec);
@@ -88,14 +88,15 @@ Result<RetargetedUsage> retarget_usage(const std::vector<UsageRecord>& records, 
     }
     const Backend to = backend.value_or(record.spec.backend);
     const bool made_here = record.spec.arch == arch;
+    const bool layer_kernel = follows_layer_rows(record);
     if (made_here) {
       KernelSpec s = record.spec;
       s.backend = to;
       add(s);
-    } else if (follows_layer_rows(record) && !has_layers) {
+    } else if (layer_kernel && !has_layers) {
       ++out.kernels_without_layer;
     }
-    if (has_layers && follows_layer_rows(record)) continue;  // its layer's record plans it
+    if (layer_kernel && has_layers) continue;  // its layer's record plans it
     std::size_t without_call = 0;
     for (std::uint32_t sms : made_here ? only_extra : all_sms) {
       auto s = plan_on(record, arch, to, sms, without_call);
