@@ -104,17 +104,17 @@ TEST_CASE("moejit warmup compiles a model's kernels once, then finds them on dis
                               "int4-asym-g64", "--max-tokens", "512"});
   // 512 x 4 / 16 = 128 rows per expert reach the largest covering tile, but this small layer
   // (two 128-column blocks per GEMM) runs shorter tiles, more CTAs on an otherwise idle GPU
-  // (fused_moe_op.cpp, layer_block_rows, weighed on each target). sm_90a, 9: two aligns, the
-  // 16-row GEMMs in two column widths (the decode tile and the one chosen below its rows), the
-  // 32-row GEMMs and the reduce. sm_80 (an A100's profile) takes 64-row tiles near 512 tokens as
-  // well: 12.
-  CHECK(first["kernels"] == 9 + 12);
-  CHECK(first["compiled"] == 21);
+  // (fused_moe_op.cpp, layer_block_rows, weighed on each target). sm_90a, 10: aligns of 16, 32
+  // and 64 rows, each GEMM's 16-row decode tile and its 32- and 64-row wgmma tiles (INT4 with
+  // groups of 64 k has them), and the reduce. sm_80 (an A100's profile) takes 64-row tiles near
+  // 512 tokens as well: 12.
+  CHECK(first["kernels"] == 10 + 12);
+  CHECK(first["compiled"] == 22);
   CHECK(first["errors"].empty());
   Json second = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a,sm_80", "--weights",
                                "int4-asym-g64", "--max-tokens", "512"});
   CHECK(second["compiled"] == 0);
-  CHECK(second["from_disk"] == 21);
+  CHECK(second["from_disk"] == 22);
   // Fewer tokens reach fewer tiles.
   Json small = run_json(dir, {"warmup", "--model", dir / "config.json", "--arch", "sm_90a", "--weights",
                               "int4-asym-g64", "--max-tokens", "4"});

@@ -3,8 +3,9 @@
 // or writes of accumulators, or of the shared-memory operand, while one is in flight) against
 // the fp64 reference: the three tile heights, 64 and 128 k per stage (the A tile's 64-k blocks),
 // bf16 and f16 activations, every layout and epilogue, stage counts below, at and past the
-// pipeline's slots, N not a multiple of the tile, and experts that fall back to the mma.sync path
-// inside the same kernel (which reads the same A tile).
+// pipeline's slots, N not a multiple of the tile, experts that fall back to the mma.sync path
+// inside the same kernel (which reads the same A tile), and INT4 weights, whose scale groups
+// are summed apart (groups of half a stage, one stage, two stages, and per channel).
 
 #include <doctest/doctest.h>
 
@@ -156,5 +157,75 @@ TEST_CASE("host grouped GEMM, wgmma tiles: experts whose scales cannot be folded
       c.tile = wgmma_case(64, 3, act).tile;
       run_on_wgmma(*resolver, c);
     }
+  }
+}
+
+TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, equal to and across stages, per channel") {
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  auto int4_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages,
+                      DType act, std::uint16_t bk) {
+    GemmCase c = wgmma_case(bm, stages, act, bk);
+    c.weight = weight;
+    c.scale = scale;
+    c.group = group;
+    return c;
+  };
+  SUBCASE("128 rows, bf16, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
+    GemmCase c = int4_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::bf16, 128);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 384;
+    c.tokens = 70;
+    c.topk = 4;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, f16, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out") {
+    GemmCase c = int4_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4, DType::f16, 128);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.n = 256;
+    c.k = 512;
+    c.tokens = 150;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("32 rows, bf16, zero points, bf16 scales, g128 = two 64-k stages, masked, 6 k stages") {
+    GemmCase c = int4_case(WeightFormat::int4_asym, DType::bf16, 128, 32, 3, DType::bf16, 64);
+    c.layout = Layout::masked;
+    c.k = 384;
+    c.tokens = 40;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("32 rows, f16, symmetric, bf16 scales, g128 across two 64-k stages, indexed, topk_weight, one A row per pair") {
+    GemmCase c = int4_case(WeightFormat::int4_sym, DType::bf16, 128, 32, 4, DType::f16, 64);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 512;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, bf16, zero points, f16 scales, per channel (group = K, 3 stages), N 96") {
+    GemmCase c = int4_case(WeightFormat::int4_asym, DType::f16, 384, 64, 3, DType::bf16, 128);
+    c.n = 96;
+    c.k = 384;
+    c.tokens = 45;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("128 rows, f16, symmetric, f16 scales, per channel with 64 k per stage, one token, blocks dropped") {
+    GemmCase c = int4_case(WeightFormat::int4_sym, DType::f16, 256, 128, 4, DType::f16, 64);
+    c.k = 256;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, bf16, zero points, bf16 scales, g64 = one stage, 5 stages (past the slots), bias, topk_weight") {
+    GemmCase c = int4_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 64);
+    c.epilogue = Epilogue::topk_weight;
+    c.bias = true;
+    c.k = 320;
+    c.tokens = 90;
+    run_on_wgmma(*resolver, c);
   }
 }

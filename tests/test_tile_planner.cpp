@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "dispatch/tile_configs.hpp"
 #include "kernels/grouped_gemm.hpp"
@@ -65,76 +66,101 @@ TEST_CASE("e4m3 mma.sync is native on sm_89 and sm_120/121 only") {
   CHECK_FALSE(has_e4m3_mma(Arch::none));
 }
 
-TEST_CASE("sm_90a's MXFP4 x bf16/f16 prefill tiles are the wgmma ones, and only there") {
-  GemmWork w;
-  w.n = 4096;
-  w.k = 7168;
-  w.group_size = 32;
-  w.weight = WeightFormat::mxfp4;
-  w.scale = DType::e8m0;
-  w.busy_experts = 256;
-  w.rows_per_expert = 100;
-  for (DType act : {DType::bf16, DType::f16}) {
-    w.act = act;
-    for (std::uint16_t bm : {32, 64, 128}) {
-      CAPTURE(bm);
-      // 100 rows per expert: a 32-row tile lies below them (the fused layer's shorter tiles),
-      // and takes the wgmma shape alone.
-      const TileConfig t = plan_gemm(w, bm, Arch::sm_90a, 132).tile;
-      CHECK(t.bm == bm);
-      CHECK(t.bn == 128);
-      CHECK(t.bk == 128);
-      CHECK(t.warps == 8);
-      CHECK(t.stages == (bm == 32 ? 6 : 4));
-      CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
-      // The plain sm_90 target (the fused layer's rows reference), B200 and the RTX PRO 6000:
-      // the mma.sync tiles (4 warps for 64 rows).
-      for (Arch other : {Arch::sm_90, Arch::sm_100a, Arch::sm_120a}) {
-        CAPTURE(to_string(other));
-        const TileConfig o = plan_gemm(w, bm, other, 132).tile;
-        CHECK(o.warps == (bm == 128 ? 8 : 4));
-        CHECK_FALSE(gemm_uses_wgmma(other, w.weight, act, o.bm, o.bn, o.bk, o.warps, o.stages, 1));
+TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, and only there") {
+  struct Weights {
+    WeightFormat weight;
+    DType scale;
+    std::uint32_t group;
+  };
+  // MXFP4; INT4 with groups of 128 and 64 k and per-channel scales (group = K).
+  for (const Weights f : {Weights{WeightFormat::mxfp4, DType::e8m0, 32}, Weights{WeightFormat::int4_sym, DType::bf16, 128},
+                          Weights{WeightFormat::int4_asym, DType::f16, 64}, Weights{WeightFormat::int4_sym, DType::bf16, 7168}}) {
+    GemmWork w;
+    w.n = 4096;
+    w.k = 7168;
+    w.group_size = f.group;
+    w.weight = f.weight;
+    w.scale = f.scale;
+    w.busy_experts = 256;
+    w.rows_per_expert = 100;
+    CAPTURE(to_string(f.weight));
+    CAPTURE(f.group);
+    for (DType act : {DType::bf16, DType::f16}) {
+      w.act = act;
+      for (std::uint16_t bm : {32, 64, 128}) {
+        CAPTURE(bm);
+        // 100 rows per expert: a 32-row tile lies below them (the fused layer's shorter tiles),
+        // and takes the wgmma shape alone.
+        const TileConfig t = plan_gemm(w, bm, Arch::sm_90a, 132).tile;
+        CHECK(t.bm == bm);
+        CHECK(t.bn == 128);
+        CHECK(t.bk == 128);
+        CHECK(t.warps == 8);
+        CHECK(t.stages == (bm == 32 ? 6 : 4));
+        CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, w.group_size, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+        // The plain sm_90 target, B200 and the RTX PRO 6000: the mma.sync tiles (4 warps for
+        // 64 rows).
+        for (Arch other : {Arch::sm_90, Arch::sm_100a, Arch::sm_120a}) {
+          CAPTURE(to_string(other));
+          const TileConfig o = plan_gemm(w, bm, other, 132).tile;
+          CHECK(o.warps == (bm == 128 ? 8 : 4));
+          CHECK_FALSE(gemm_uses_wgmma(other, w.weight, act, w.group_size, o.bm, o.bn, o.bk, o.warps, o.stages, 1));
+        }
       }
+      // A K not a multiple of 128 (gpt-oss-120b's 2880): 64 k per stage.
+      if (f.group <= 64) {
+        GemmWork odd_k = w;
+        odd_k.k = 2880;
+        const TileConfig t = plan_gemm(odd_k, 64, Arch::sm_90a, 132).tile;
+        CHECK(t.bk == 64);
+        CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, w.group_size, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+      }
+      // 16-row tiles stay on mma.sync; at one token (decode) a 32-row tile that covers its rows
+      // splits K on mma.sync, which the wgmma tiles do not.
+      const TileConfig decode = plan_gemm(w, 16, Arch::sm_90a, 132).tile;
+      CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, w.group_size, decode.bm, decode.bn, decode.bk,
+                                  decode.warps, decode.stages, 1));
+      GemmWork one_token = w;
+      one_token.n = 1024;
+      one_token.busy_experts = 8;
+      one_token.rows_per_expert = 20;
+      const GemmPlan small = plan_gemm(one_token, 32, Arch::sm_90a, 132);
+      CHECK(small.split_k > 1);
+      CHECK(small.tile.warps == 4);
     }
-    // A K not a multiple of 128 (gpt-oss-120b's 2880): 64 k per stage.
-    {
-      GemmWork odd_k = w;
-      odd_k.k = 2880;
-      const TileConfig t = plan_gemm(odd_k, 64, Arch::sm_90a, 132).tile;
-      CHECK(t.bk == 64);
-      CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
-    }
-    // 16-row tiles stay on mma.sync; at one token (decode) a 32-row tile that covers its rows
-    // splits K on mma.sync, which the wgmma tiles do not.
-    const TileConfig decode = plan_gemm(w, 16, Arch::sm_90a, 132).tile;
-    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, decode.bm, decode.bn, decode.bk, decode.warps,
-                                decode.stages, 1));
-    GemmWork one_token = w;
-    one_token.n = 1024;
-    one_token.busy_experts = 8;
-    one_token.rows_per_expert = 20;
-    const GemmPlan small = plan_gemm(one_token, 32, Arch::sm_90a, 132);
-    CHECK(small.split_k > 1);
-    CHECK(small.tile.warps == 4);
   }
-  // INT4 and e4m3 activations: the mma.sync prefill tiles.
-  for (auto [weight, act] : {std::pair{WeightFormat::int4_sym, DType::bf16}, std::pair{WeightFormat::mxfp4, DType::e4m3}}) {
+  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's) and e4m3
+  // activations: the mma.sync prefill tiles.
+  for (const auto& [weight, act, group] : {std::tuple{WeightFormat::int4_sym, DType::bf16, 32u},
+                                           std::tuple{WeightFormat::int4_asym, DType::f16, 32u},
+                                           std::tuple{WeightFormat::mxfp4, DType::e4m3, 32u},
+                                           std::tuple{WeightFormat::int4_sym, DType::e4m3, 128u}}) {
+    GemmWork w;
+    w.n = 4096;
+    w.k = 7168;
+    w.busy_experts = 256;
+    w.rows_per_expert = 100;
     w.weight = weight;
     w.scale = weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16;
-    w.group_size = weight == WeightFormat::mxfp4 ? 32 : 128;
+    w.group_size = group;
     w.act = act;
     const TileConfig t = plan_gemm(w, 64, Arch::sm_90a, 132).tile;
     CHECK(t.warps == 4);
-    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, act, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, act, group, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
   }
-  // The rule itself: split-K, other shapes and fewer than three stages are not wgmma tiles.
-  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 64, 8, 3, 1));
-  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 8, 6, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 64, 8, 3, 2));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 128, 128, 64, 8, 2, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 16, 128, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 64, 128, 256, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 64, 256, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 64, 128, 64, 4, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, 128, 128, 64, 8, 4, 1));
+  // The rule itself: split-K, other shapes, fewer than three stages and INT4 groups of 32 k are
+  // not wgmma tiles.
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 64, 8, 3, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 32, 128, 128, 8, 6, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, 64, 128, 128, 64, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::bf16, 4096, 64, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 64, 8, 3, 2));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 64, 8, 2, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 16, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 64, 128, 256, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 64, 256, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 64, 128, 64, 4, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, 32, 128, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, 128, 128, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90, WeightFormat::int4_sym, DType::bf16, 128, 128, 128, 64, 8, 4, 1));
 }

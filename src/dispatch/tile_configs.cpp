@@ -45,17 +45,19 @@ const RowsShape& rows_shape(std::uint16_t bm) {
   return kRowsShapes.back();
 }
 
-// The tiles on sm_90a's warpgroup MMA (MXFP4 x bf16/f16, kernels/grouped_gemm.hpp): two
-// warpgroups of 64 columns each, every warp dequantizing its 16 columns once per stage for all
-// the tile's rows, up to 128 k per stage. The 64- and 128-row ones get one stage more than the
-// mma.sync tiles, since their copies run one stage less ahead (templates/gemm/grouped_gemm_wgmma.cuh).
+// The tiles on sm_90a's warpgroup MMA (MXFP4, or INT4 with groups of 64 k or more, x bf16/f16;
+// kernels/grouped_gemm.hpp): two warpgroups of 64 columns each, every warp dequantizing its 16
+// columns once per stage for all the tile's rows, up to 128 k per stage. The 64- and 128-row
+// ones get one stage more than the mma.sync tiles, since their copies run one stage less ahead
+// (templates/gemm/grouped_gemm_wgmma.cuh).
 constexpr std::uint16_t kWgmmaWarps = 8;
 constexpr int kWgmmaStages = 4;
 // A 32-row tile has the wgmma shape only with 128 k per stage: at 64 its every-stage work (copies,
 // barrier, fences) leaves 3.6-3.7 weight bytes per warp-instruction against the mma.sync tile's
 // 5.0 (sm_90a SASS), while the mma.sync tile's own tensor work is half the taller tiles'.
-std::optional<RowsShape> wgmma_shape(std::uint16_t bm, std::uint32_t k, WeightFormat weight, DType act, Arch arch) {
-  if (!gemm_uses_wgmma(arch, weight, act, bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1)) return std::nullopt;
+std::optional<RowsShape> wgmma_shape(std::uint16_t bm, std::uint32_t k, WeightFormat weight, std::uint32_t group,
+                                     DType act, Arch arch) {
+  if (!gemm_uses_wgmma(arch, weight, act, group, bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1)) return std::nullopt;
   if (bm <= 32 && k % 128 != 0) return std::nullopt;
   return RowsShape{bm, kWgmmaWarps, {128, 0}, {128, 0}};
 }
@@ -68,10 +70,10 @@ struct RowsShapes {
   std::array<RowsShape, 2> shapes;
   std::size_t count = 0;
 };
-RowsShapes rows_shapes_for(std::uint16_t bm, std::uint32_t k, WeightFormat weight, DType act, Arch arch,
+RowsShapes rows_shapes_for(std::uint16_t bm, std::uint32_t k, WeightFormat weight, std::uint32_t group, DType act, Arch arch,
                            bool covering) {
   const RowsShape& base = rows_shape(bm);
-  const std::optional<RowsShape> wgmma = wgmma_shape(base.bm, k, weight, act, arch);
+  const std::optional<RowsShape> wgmma = wgmma_shape(base.bm, k, weight, group, act, arch);
   if (!wgmma) return {{base, base}, 1};
   if (base.bm <= 32 && covering) return {{base, *wgmma}, 2};
   return {{*wgmma, *wgmma}, 1};
@@ -97,7 +99,7 @@ TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, Weig
   const std::uint16_t max_bk = bn == r.bns[0] ? r.max_bk[0] : r.max_bk[1];
   TileConfig t{r.bm, bn, pick_bk(k, max_bk), 0, r.warps};
   const std::uint32_t stage_weights = static_cast<std::uint32_t>(bn) * t.bk / 2;
-  const bool wgmma = gemm_uses_wgmma(arch, weight, act, t.bm, t.bn, t.bk, t.warps, kWgmmaStages, 1);
+  const bool wgmma = gemm_uses_wgmma(arch, weight, act, group, t.bm, t.bn, t.bk, t.warps, kWgmmaStages, 1);
   int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1
                : wgmma    ? kWgmmaStages
                           : 3;
@@ -171,7 +173,17 @@ double mma_macs_per_instruction(DType act, Arch arch) {
 // 4ca6b91 (rounded down) has 64x128x64 at 4.0 HBM bytes per warp-instruction for bf16 MXFP4 and
 // 3.0 for INT4 g128, and the 128-row tiles' two warps per column strip halve that.
 double estimated_bytes_per_warp_instruction(const TileConfig& t, bool wgmma, const GemmWork& w, Arch arch) {
-  if (wgmma) return t.bk >= 128 ? kWgmmaBytesPerInstruction128 : kWgmmaBytesPerInstruction;
+  if (wgmma) {
+    const double base = t.bk >= 128 ? kWgmmaBytesPerInstruction128 : kWgmmaBytesPerInstruction;
+    // INT4 adds each finished scale group's sums into the total, BM / 2 FFMA per thread: the
+    // MXFP4 base holds one such group per stage (the INT4 g128 128-k stages of 64 rows run
+    // 218-233 instructions, 4.4-4.7 bytes each); smaller groups add the rest.
+    const std::uint32_t groups_per_stage = w.weight == WeightFormat::mxfp4 || w.group_size >= t.bk
+                                               ? 1
+                                               : t.bk / std::max(w.group_size, 1u);
+    const double bytes_per_warp = 16.0 * t.bk / 2;  // 16 columns of the stage per warp
+    return bytes_per_warp / (bytes_per_warp / base + (groups_per_stage - 1) * t.bm / 2.0);
+  }
   if (t.bm > 32) {
     const double rows_64 = w.weight == WeightFormat::mxfp4 ? 3.8 : 2.8;
     return t.bm == 64 ? rows_64 : rows_64 / 2;
@@ -255,7 +267,7 @@ namespace {
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
   const std::uint16_t rows = rows_shape(bm).bm;
   const bool covering = may_split_k(rows, w.rows_per_expert);
-  const RowsShapes shapes = rows_shapes_for(rows, w.k, w.weight, w.act, arch, covering);
+  const RowsShapes shapes = rows_shapes_for(rows, w.k, w.weight, w.group_size, w.act, arch, covering);
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
   const double row_tiles =
@@ -272,7 +284,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
       if (tile.stages == 0) continue;
       const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
-      const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
+      const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, w.group_size, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
       const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
                                                      scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym, 16,
                                                      wgmma);
@@ -362,7 +374,7 @@ std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightForm
   std::vector<TileConfig> out;
   for (const auto& base : kRowsShapes)
     for (bool covering : {true, false}) {
-      const RowsShapes shapes = rows_shapes_for(base.bm, k, weight, act, arch, covering);
+      const RowsShapes shapes = rows_shapes_for(base.bm, k, weight, group_size, act, arch, covering);
       for (std::size_t i = 0; i < shapes.count; ++i)
         for (std::uint16_t bn : shapes.shapes[i].bns)
           if (bn != 0) {

@@ -192,15 +192,19 @@ std::uint32_t out_columns(const KernelSpec& s) {
 
 }  // namespace
 
-bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, std::uint32_t bm, std::uint32_t bn, std::uint32_t bk,
-                     std::uint32_t warps, std::uint32_t stages, std::uint32_t split_k) {
-  return arch == Arch::sm_90a && weight == WeightFormat::mxfp4 && (act == DType::bf16 || act == DType::f16) &&
+bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, std::uint32_t group, std::uint32_t bm,
+                     std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
+                     std::uint32_t split_k) {
+  // INT4 scales each group's sums after its wgmma's complete: groups of 32 k would wait on
+  // every tile's (templates/gemm/grouped_gemm_wgmma.cuh).
+  const bool weights = weight == WeightFormat::mxfp4 || group >= 64;
+  return arch == Arch::sm_90a && weights && (act == DType::bf16 || act == DType::f16) &&
          (bm == 32 || bm == 64 || bm == 128) && bn == 128 && (bk == 64 || bk == 128) && warps == 8 && stages >= 3 &&
          split_k == 1;
 }
 
 bool gemm_uses_wgmma(const KernelSpec& s) {
-  return gemm_uses_wgmma(s.arch, s.weight, s.act, s.bm, s.bn, s.bk, s.warps, s.stages, s.split_k);
+  return gemm_uses_wgmma(s.arch, s.weight, s.act, s.group_size, s.bm, s.bn, s.bk, s.warps, s.stages, s.split_k);
 }
 
 const KernelDef kGroupedGemmKernel = {

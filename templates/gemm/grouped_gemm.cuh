@@ -104,18 +104,6 @@ MOEJIT_DEVICE void mma_e2m1_block_scaled(u32 a_pair, u32 b_pair, float (&d)[4], 
   }
 }
 
-// f32 values of two 16-bit scales packed in a word (low half first).
-template <class Spec>
-MOEJIT_DEVICE void unpack_scale_pair(u32 bits, float& lo, float& hi) {
-  if constexpr (Spec::scale == kernel_enum::bf16) {
-    lo = prim::twin::f32_from_bits(bits << 16);
-    hi = prim::twin::f32_from_bits(bits & 0xffff0000u);
-  } else {
-    lo = prim::f16_to_f32(static_cast<u16>(bits));
-    hi = prim::f16_to_f32(static_cast<u16>(bits >> 16));
-  }
-}
-
 // The main loop, the split-K reduction and the epilogue of one block. kFragmentScales: MXFP4
 // scales folded into the B fragments (the expert's range allows it); else scaled in f32 per
 // group. With e4m3 activations that is where the mma runs in f16 (S::kE4m3ViaF16): one packed
@@ -268,7 +256,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
                        z_bytes);
   };
 
-  if constexpr (S::kWgmma && kFragmentScales) {
+  // The wgmma tiles: INT4 weights, and MXFP4 experts whose scales fold into the fragments.
+  if constexpr (S::kWgmma && (kFragmentScales || !S::kMxfp4)) {
     run_tile_wgmma<Spec>(p, work, smem, dependency_pending, load_activations, load_weights);
     return;
   }

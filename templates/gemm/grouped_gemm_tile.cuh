@@ -85,11 +85,11 @@ struct GemmShape {
   static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
   static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits, kWgmma));
-  static_assert(!kWgmma || (Spec::sm == 90 && kMxfp4 && !kQuantizedAct && BN == 128 && (BK == 64 || BK == 128) &&
-                            kWarps == 8 && (BM == 32 || BM == 64 || BM == 128) && Spec::split_k == 1 &&
-                            kStages >= 3),
-                "the wgmma tiles: sm_90a, MXFP4 x bf16/f16, 32, 64 or 128 x 128 x 64 or 128, 8 warps, no split-K, "
-                "3+ stages");
+  static_assert(!kWgmma || (Spec::sm == 90 && (kMxfp4 || G >= 64) && !kQuantizedAct && BN == 128 &&
+                            (BK == 64 || BK == 128) && kWarps == 8 && (BM == 32 || BM == 64 || BM == 128) &&
+                            Spec::split_k == 1 && kStages >= 3),
+                "the wgmma tiles: sm_90a, MXFP4 or INT4 (groups of 64 k or more) x bf16/f16, 32, 64 or 128 x 128 x "
+                "64 or 128, 8 warps, no split-K, 3+ stages");
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
 #if MOEJIT_TARGET_DEVICE
   // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.
@@ -112,6 +112,18 @@ MOEJIT_DEVICE float activate(float gate, float up) {
   // when either is NaN, so a NaN gate or up stays NaN (as torch's clamp keeps it).
   const float g = min_of(gate, 7.0f), u = max_of(min_of(up, 7.0f), -7.0f);
   return g * prim::sigmoid(1.702f * g) * (u + 1.0f);
+}
+
+// f32 values of two 16-bit scales packed in a word (low half first).
+template <class Spec>
+MOEJIT_DEVICE void unpack_scale_pair(u32 bits, float& lo, float& hi) {
+  if constexpr (Spec::scale == kernel_enum::bf16) {
+    lo = prim::twin::f32_from_bits(bits << 16);
+    hi = prim::twin::f32_from_bits(bits & 0xffff0000u);
+  } else {
+    lo = prim::f16_to_f32(static_cast<u16>(bits));
+    hi = prim::f16_to_f32(static_cast<u16>(bits >> 16));
+  }
 }
 
 // Two adjacent output elements of row `row`, columns `col` and `col + 1`.

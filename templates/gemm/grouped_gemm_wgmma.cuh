@@ -1,8 +1,8 @@
 #pragma once
 // The grouped GEMM's main loop and epilogue on the warpgroup MMA of sm_90a (common/wgmma.cuh),
 // for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
-// the fragments, bf16/f16 activations, 32, 64 or 128 rows x 128 columns x 64 or 128 k per
-// stage, 8 warps, no split-K).
+// the fragments, or INT4 weights with scale groups of 64 k or more; bf16/f16 activations; 32,
+// 64 or 128 rows x 128 columns x 64 or 128 k per stage, 8 warps, no split-K).
 //
 // The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
 // registers: warpgroup h (warps 4h .. 4h + 3) owns packed columns 64h .. 64h + 63 of the tile,
@@ -23,6 +23,15 @@
 // (Whole stages of fragments, as the first version alternated, take 64 registers at 128 k.) The
 // slot a wgmma reads is reloaded once its stage's groups are known complete: copies run
 // kStages - 2 stages ahead, one fewer than on the mma.sync path.
+//
+// INT4: the B-fragment registers are q - z, exact (gemm::int4_registers), and the wgmma's sum
+// one scale group's products; the group's first 32-k tile starts them from zero (the wgmma's
+// accumulate flag off). When the next group starts, its first tile is dequantized while the
+// last one's wgmma's run; then the warps wait for them and add the sums, times their columns'
+// f32 scales, into `total` (the mma.sync path's per-group scaling, one rounding per group).
+// The last group's sums are scaled in the epilogue; per-channel scales (one group of K) need
+// no `total`. A flush exposes the wgmma latency once per group, so groups of 32 k stay on the
+// mma.sync tiles (kernels/grouped_gemm.cpp, gemm_uses_wgmma).
 //
 // Accumulator d[4j + r] of a thread (lane = 4g + t) is packed column 64h + 16q + g + 8 (r / 2)
 // of row 8j + 2t + r % 2 of the tile. Row pairs of adjacent columns are swapped between lanes
@@ -49,33 +58,48 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, kK32 = BK / 32;
   static_assert(S::kWgmma && BN == 128 && S::kWarps == 8 && S::kStages >= 3);
   static_assert(kK32 % 2 == 0, "a stage's 32-k tiles alternate between the two fragment sets, starting with the first");
+  // INT4: the scale groups whose sums are added into `total` (per-channel scales: none).
+  constexpr bool kInt4 = !S::kMxfp4, kGroupRuns = kInt4 && S::G < S::K;
+  static_assert(!kInt4 || S::G >= 64, "INT4 wgmma tiles: scale groups of 64 k or more");
   const i64* c_row = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes) + BM;
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
   const u32 group_warp = warp % 4;
   const u32 strip = warp / 4 * 2 + group_warp / 2, half = group_warp % 2;
   const u32 stages = work.stage_end - work.stage_begin;
-  const u32 scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
+  [[maybe_unused]] u32 scale_addend = 0;
+  if constexpr (!kInt4) scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
+  // INT4: the zero-point offsets of the warp's two columns (n8 tiles 2 half and 2 half + 1),
+  // constant where the weights are symmetric, and their scales, two 16-bit values, as the
+  // current group's first tile finds them.
+  gemm::Int4Offsets zero_lo{}, zero_hi{};
+  if constexpr (kInt4 && !S::kAsym) zero_lo = zero_hi = gemm::int4_offsets<S::kHalf>(0x00080008u);
+  [[maybe_unused]] u32 group_scales = 0;
 
   // The warp's A fragments of 32-k tile kk of a stage: k16 step s is fragment s.
   auto dequantize = [&](u32 (&frag)[2][4], const unsigned char* stage, u32 kk) {
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
     const u32x2 words = ld_shared_v2(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16 + half * 8);
-    // Byte w of the strip's scale word is n8 tile w's: the warp's two moved to bytes 0 and 1, so
-    // that the operands are picked by constants (a selector from `half` cost four predicated
-    // PRMTs per 32 k).
-    const gemm::FragmentScaleStrip scales = gemm::fragment_scale_strip<S::kHalf>(
-        ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g) >> (16 * half), scale_addend);
     u32 lo[4], hi[4];  // n8 tiles 2 half and 2 half + 1: rows g and g + 8 of the warp's A
-    gemm::e2m1_registers<S::kHalf>(words.x, lo);
-    gemm::e2m1_registers<S::kHalf>(words.y, hi);
-    const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 0);
-    const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 1);
-    MOEJIT_UNROLL
-    for (u32 q = 0; q < 4; ++q) {
-      lo[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(lo[q], lo_factor) : mul_f16x2(lo[q], lo_factor);
-      hi[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(hi[q], hi_factor) : mul_f16x2(hi[q], hi_factor);
+    if constexpr (kInt4) {
+      gemm::int4_registers<S::kHalf>(words.x, zero_lo, lo);
+      gemm::int4_registers<S::kHalf>(words.y, zero_hi, hi);
+    } else {
+      // Byte w of the strip's scale word is n8 tile w's: the warp's two moved to bytes 0 and 1,
+      // so that the operands are picked by constants (a selector from `half` cost four
+      // predicated PRMTs per 32 k).
+      const gemm::FragmentScaleStrip scales = gemm::fragment_scale_strip<S::kHalf>(
+          ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g) >> (16 * half), scale_addend);
+      gemm::e2m1_registers<S::kHalf>(words.x, lo);
+      gemm::e2m1_registers<S::kHalf>(words.y, hi);
+      const u32 lo_factor = gemm::fragment_scale<S::kHalf>(scales, 0);
+      const u32 hi_factor = gemm::fragment_scale<S::kHalf>(scales, 1);
+      MOEJIT_UNROLL
+      for (u32 q = 0; q < 4; ++q) {
+        lo[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(lo[q], lo_factor) : mul_f16x2(lo[q], lo_factor);
+        hi[q] = S::kHalf == gemm::Half::bf16 ? mul_bf16x2(hi[q], hi_factor) : mul_f16x2(hi[q], hi_factor);
+      }
     }
     // B registers {step 0: b0, b1}, {step 1: b0, b1} of each tile; A = {row g k lo, row g + 8
     // k lo, row g k hi, row g + 8 k hi}.
@@ -89,16 +113,45 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     }
   };
 
+  // INT4: at the first tile of a scale group, its zero points (before the tile's dequantization)
+  // and its scales, from the group's row of the stage (groups of G >= BK: one row per stage).
+  auto group_in_stage = [](u32 kk) -> u32 { return S::G >= BK ? 0 : kk * 32 / S::G; };
+  auto load_group_zeros = [&](const unsigned char* stage, u32 kk) {
+    if constexpr (S::kAsym) {
+      const unsigned char* z_row = stage + S::kABytes + S::kBBytes + S::kSBytes + group_in_stage(kk) * BN;
+      const u32 z = ld_shared_u32(z_row + strip * 32 + 4 * g) >> (16 * half);
+      zero_lo = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 0));
+      zero_hi = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 1));
+    }
+  };
+  // Scale positions 4g + 2 half and 4g + 2 half + 1 of the strip: adjacent 16-bit values.
+  auto load_group_scales = [&](const unsigned char* stage, u32 kk) {
+    const unsigned char* s_row = stage + S::kABytes + S::kBBytes + group_in_stage(kk) * BN * S::kScaleBytes;
+    group_scales = ld_shared_u32(s_row + (strip * 32 + 4 * g + 2 * half) * S::kScaleBytes);
+  };
+
   float acc[BM / 2];
   MOEJIT_UNROLL
   for (u32 i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
+  float total[kGroupRuns ? BM / 2 : 1];  // INT4: the finished groups' scaled sums
+  MOEJIT_UNROLL
+  for (u32 i = 0; i < (kGroupRuns ? BM / 2 : 1); ++i) total[i] = 0.0f;
+  // Adds the finished group's sums, times their scales, into `total`: after its wgmma's complete.
+  auto add_group = [&]() {
+    if constexpr (kGroupRuns) {
+      float s[2];
+      unpack_scale_pair<Spec>(group_scales, s[0], s[1]);
+      MOEJIT_UNROLL
+      for (u32 i = 0; i < BM / 2; ++i) total[i] += acc[i] * s[i % 4 / 2];
+    }
+  };
   u32 frag[2][2][4];
 
-  // The wgmma's of 32-k tile kk: two chained m64nBMk16, one commit group, accumulating onto the
-  // zeros above from the first. k16 step s of the stage reads 64-k block s / 4 of the A tile,
-  // 32 bytes further per step within it: 2 in the start address field (address / 16), which no
-  // step carries out of (the tile lies below 256 KiB).
-  auto issue = [&](u32 (&f)[2][4], u64 a_tile_desc, u32 kk) {
+  // The wgmma's of 32-k tile kk: two chained m64nBMk16, one commit group, accumulating onto
+  // `acc` (from zero where `fresh`: a scale group's first tile). k16 step s of the stage reads
+  // 64-k block s / 4 of the A tile, 32 bytes further per step within it: 2 in the start
+  // address field (address / 16), which no step carries out of (the tile lies below 256 KiB).
+  auto issue = [&](u32 (&f)[2][4], u64 a_tile_desc, u32 kk, bool fresh) {
     MOEJIT_UNROLL
     for (u32 s = 0; s < 2; ++s) wgmma_fence_operand(f[s]);
     wgmma_fence();
@@ -106,8 +159,9 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     for (u32 s = 0; s < 2; ++s) {
       const u32 step = 2 * kk + s;
       const u64 desc = a_tile_desc + step / 4 * (S::kABlockBytes / 16) + 2 * (step % 4);
-      if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, 1u);
-      else wgmma_m64k16_f16<BM>(acc, f[s], desc, 1u);
+      const u32 accumulate = s == 1 || !fresh ? 1u : 0u;
+      if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, accumulate);
+      else wgmma_m64k16_f16<BM>(acc, f[s], desc, accumulate);
     }
     wgmma_commit_group();
   };
@@ -150,10 +204,26 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     // stay unchanged until they complete: the fragments alternate between two register sets,
     // and each tile waits for the previous one's group, which frees the other set (and, at a
     // stage's first tile, the slot of stage i - 1).
+    const u32 stage_index = work.stage_begin + i;
     MOEJIT_UNROLL
     for (u32 kk = 0; kk < kK32; ++kk) {
+      // INT4: does a scale group start with this tile? (Groups of G >= BK start at a stage;
+      // per-channel scales at the first.)
+      bool group_start = false;
+      if constexpr (kInt4)
+        group_start = S::G >= BK ? kk == 0 && (i == 0 || (kGroupRuns && stage_index % (S::G / BK) == 0))
+                                 : kk * 32 % S::G == 0;
+      if (group_start) load_group_zeros(compute_ptr, kk);
       dequantize(frag[kk % 2], compute_ptr, kk);
-      issue(frag[kk % 2], compute_desc, kk);
+      if (group_start) {
+        if (i != 0 || kk != 0) {  // the previous group's sums, complete
+          wgmma_wait_group<0>();
+          wgmma_fence_operand(acc);
+          add_group();
+        }
+        load_group_scales(compute_ptr, kk);
+      }
+      issue(frag[kk % 2], compute_desc, kk, group_start);
       wgmma_wait_group<1>();
     }
     const bool wrap = slot + 1 == S::kStages, load_wrap = load_slot + 1 == S::kStages;
@@ -169,8 +239,21 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
   // ---- Epilogue ----
-  float result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
-  if (!packed_order_mark_accepts(work.scale_range, S::kOrder)) result_scale = twin::f32_from_bits(0x7fc00000u);
+  // MXFP4: the fragments' offset 2^c (NaN for tiles packed for other activations). INT4: the
+  // last group's (or the only group's) scales of the thread's two columns, its sums added to
+  // the finished groups'.
+  float result_scale = 1.0f;
+  if constexpr (!kInt4) {
+    result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
+    if (!packed_order_mark_accepts(work.scale_range, S::kOrder)) result_scale = twin::f32_from_bits(0x7fc00000u);
+  }
+  [[maybe_unused]] float column_scale[2] = {1.0f, 1.0f};
+  if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, column_scale[0], column_scale[1]);
+  auto result = [&](u32 i) {
+    if constexpr (kGroupRuns) return total[i] + acc[i] * column_scale[i % 4 / 2];
+    else if constexpr (kInt4) return acc[i] * column_scale[i % 4 / 2];
+    else return acc[i] * result_scale;
+  };
   const u32 col0 = work.n0 + warp / 4 * 64 + group_warp * 16 + g;  // rows g and g + 8 of the warp's A
   const bool odd = g % 2 != 0;
   auto bias_of = [&](u32 col) {
@@ -190,7 +273,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     const i64 row = c_row[r];
     float v[4];
     MOEJIT_UNROLL
-    for (u32 e = 0; e < 4; ++e) v[e] = acc[4 * j + e] * result_scale + bias_of(col0 + 8 * (e / 2));
+    for (u32 e = 0; e < 4; ++e) v[e] = result(4 * j + e) + bias_of(col0 + 8 * (e / 2));
     if constexpr (S::kActAndMul) {
       // Column col0 is a gate column (its n8 tile is even) and col0 + 8 its up column.
       float first, second;
