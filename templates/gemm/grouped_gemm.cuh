@@ -22,8 +22,9 @@
 // E8M0 and one rounding for bf16/f16 scales (per-channel scales: once at the end).
 // Split-K: splits are whole stages; the last split of a tile to finish adds all the splits'
 // partial tiles in split order, so sums are bitwise reproducible and no block waits for another.
-// On sm_90a the prefill tiles of MXFP4 x bf16/f16 run their fragment-scaled experts on the
-// warpgroup MMA instead (gemm/grouped_gemm_wgmma.cuh), with the same copies.
+// On sm_90a the prefill tiles of bf16/f16 activations run MXFP4's fragment-scaled experts, and
+// INT4 with scale groups of 64 k or more, on the warpgroup MMA instead
+// (gemm/grouped_gemm_wgmma.cuh), with the same copies.
 //
 // Spec (generated): weight, scale, act, act_scale, out, layout, epilogue, n, k, experts, group,
 // bm, bn, bk, stages, warps, warps_m, split_k, pinned_m, sm (the target's SM version),
