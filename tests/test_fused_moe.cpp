@@ -1,5 +1,6 @@
 // The fused MoE layer through the dispatch op on the host backend: formats, dtypes, both
-// activations, expert parallelism, batch sizes that cross tile choices.
+// activations, expert parallelism, batch sizes that cross tile choices (sm_90a's wgmma tiles
+// among them).
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "fused_case.hpp"
 #include "host_test_support.hpp"
 #include "host/host_launcher.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "spec/arch.hpp"
 
 using namespace moejit;
@@ -44,6 +46,55 @@ TEST_CASE("fused MoE on the host backend: formats, dtypes, activations, expert p
   big.tokens = 40;
   for (const FusedCase& c : {mxfp4, oss, int4, channel, big}) run_fused_case(f.ops, memory, c, std::random_device{}());
   CHECK(f.launches.load() == 5 * 4);
+}
+
+TEST_CASE("sm_90a fused MoE at prefill batch sizes runs both GEMMs on the wgmma tiles: MXFP4 and INT4") {
+  HostLauncher hopper(Arch::sm_90a);
+  FusedOps f(hopper);
+  HostTestMemory memory;
+  FusedCase mxfp4;  // 300 tokens x top-2 over 8 experts: 75 rows per expert, 32-row tiles
+  mxfp4.hidden = 256;
+  mxfp4.intermediate = 256;
+  mxfp4.tokens = 300;
+  FusedCase int4 = mxfp4;  // groups of one stage, symmetric
+  int4.weight = WeightFormat::int4_sym;
+  int4.group = 128;
+  int4.scale = DType::bf16;
+  FusedCase asym = int4;  // groups of half a stage, zero points, f16, SwiGLU-OAI, EP
+  asym.weight = WeightFormat::int4_asym;
+  asym.group = 64;
+  asym.scale = DType::f16;
+  asym.act = DType::f16;
+  asym.out = DType::f32;
+  asym.activation = Epilogue::swiglu_oai;
+  asym.experts = 6;
+  asym.global_experts = 9;
+  asym.tokens = 600;  // 600 x 2 x 6 / 9 = 800 pairs here, 133 rows per expert
+  FusedCase channel = int4;  // per-channel scales
+  channel.group = 0;
+  static const unsigned char dummy[16] = {};
+  const std::uint32_t seed = std::random_device{}();
+  for (const FusedCase& c : {mxfp4, int4, asym, channel}) {
+    CAPTURE(describe(c));
+    // The planner's choice for this layer (the run below asks the same planner).
+    auto view = [&](std::uint32_t n, std::uint32_t k, bool act_and_mul) {
+      return dispatch::PackedWeightsView{c.weight, c.group ? c.group : k, c.scale, c.experts, n, k, act_and_mul,
+                                         dummy, dummy, c.weight == WeightFormat::int4_asym ? dummy : nullptr, nullptr};
+    };
+    dispatch::FusedMoeRequest r;
+    r.w13 = view(2 * c.intermediate, c.hidden, true);
+    r.w2 = view(c.hidden, c.intermediate, false);
+    r.act = c.act;
+    r.tokens = c.tokens;
+    r.topk = c.topk;
+    r.global_experts = c.global_experts;
+    const auto specs = dispatch::fused_moe_specs(r, Arch::sm_90a, Backend::host, hopper.sm_count());
+    REQUIRE_MESSAGE(specs.ok(), specs.status().message());
+    CHECK(gemm_uses_wgmma(specs->up));
+    CHECK(gemm_uses_wgmma(specs->down));
+    run_fused_case(f.ops, memory, c, seed);
+  }
+  CHECK(f.launches.load() == 4 * 4);
 }
 
 TEST_CASE("W4A8 fused MoE on the host backend: formats, scale granularities, hidden dtypes, mma paths") {
