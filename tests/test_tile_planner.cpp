@@ -66,6 +66,24 @@ TEST_CASE("e4m3 mma.sync is native on sm_89 and sm_120/121 only") {
   CHECK_FALSE(has_e4m3_mma(Arch::none));
 }
 
+namespace {
+
+// DeepSeek-V3's gate/up projection at 100 rows per busy expert, every expert busy.
+GemmWork prefill_work(WeightFormat weight, DType scale, std::uint32_t group, DType act) {
+  GemmWork w;
+  w.n = 4096;
+  w.k = 7168;
+  w.group_size = group;
+  w.weight = weight;
+  w.scale = scale;
+  w.act = act;
+  w.busy_experts = 256;
+  w.rows_per_expert = 100;
+  return w;
+}
+
+}  // namespace
+
 TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, and only there") {
   struct Weights {
     WeightFormat weight;
@@ -75,14 +93,7 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
   // MXFP4; INT4 with groups of 128 and 64 k and per-channel scales (group = K).
   for (const Weights f : {Weights{WeightFormat::mxfp4, DType::e8m0, 32}, Weights{WeightFormat::int4_sym, DType::bf16, 128},
                           Weights{WeightFormat::int4_asym, DType::f16, 64}, Weights{WeightFormat::int4_sym, DType::bf16, 7168}}) {
-    GemmWork w;
-    w.n = 4096;
-    w.k = 7168;
-    w.group_size = f.group;
-    w.weight = f.weight;
-    w.scale = f.scale;
-    w.busy_experts = 256;
-    w.rows_per_expert = 100;
+    GemmWork w = prefill_work(f.weight, f.scale, f.group, DType::bf16);
     CAPTURE(to_string(f.weight));
     CAPTURE(f.group);
     for (DType act : {DType::bf16, DType::f16}) {
@@ -135,15 +146,7 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
                                            std::tuple{WeightFormat::int4_asym, DType::f16, 32u},
                                            std::tuple{WeightFormat::mxfp4, DType::e4m3, 32u},
                                            std::tuple{WeightFormat::int4_sym, DType::e4m3, 128u}}) {
-    GemmWork w;
-    w.n = 4096;
-    w.k = 7168;
-    w.busy_experts = 256;
-    w.rows_per_expert = 100;
-    w.weight = weight;
-    w.scale = weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16;
-    w.group_size = group;
-    w.act = act;
+    const GemmWork w = prefill_work(weight, weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16, group, act);
     const TileConfig t = plan_gemm(w, 64, Arch::sm_90a, 132).tile;
     CHECK(t.warps == 4);
     CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, act, group, t.bm, t.bn, t.bk, t.warps, t.stages, 1));

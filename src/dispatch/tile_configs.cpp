@@ -178,9 +178,7 @@ double estimated_bytes_per_warp_instruction(const TileConfig& t, bool wgmma, con
     // INT4 adds each finished scale group's sums into the total, BM / 2 FFMA per thread: the
     // MXFP4 base holds one such group per stage (the INT4 g128 128-k stages of 64 rows run
     // 218-233 instructions, 4.4-4.7 bytes each); smaller groups add the rest.
-    const std::uint32_t groups_per_stage = w.weight == WeightFormat::mxfp4 || w.group_size >= t.bk
-                                               ? 1
-                                               : t.bk / std::max(w.group_size, 1u);
+    const std::uint32_t groups_per_stage = w.weight == WeightFormat::mxfp4 ? 1 : gemm_scale_rows(t.bk, w.group_size);
     const double bytes_per_warp = 16.0 * t.bk / 2;  // 16 columns of the stage per warp
     return bytes_per_warp / (bytes_per_warp / base + (groups_per_stage - 1) * t.bm / 2.0);
   }

@@ -390,7 +390,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
     const u32 stage_index = work.stage_begin + i;
     auto tile32 = [&](u32 kk) {
       const u32 k0 = stage_index * BK + kk * 32;  // first k of this 32-k tile
-      const u32 s_row_in_stage = S::G >= BK ? 0 : kk * 32 / S::G;
+      const u32 s_row_in_stage = S::scale_row_in_stage(kk);
       const unsigned char* s_row_ptr = s_stage + s_row_in_stage * BN * S::kScaleBytes;
       // A scale group starts here (or the split does); a summed run (kRun) starts or ends here
       // (or the split does).

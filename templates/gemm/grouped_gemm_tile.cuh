@@ -49,6 +49,9 @@ struct GemmShape {
   static constexpr u32 kScaleRows = gemm_scale_rows(BK, G);
   static constexpr u32 kABytes = BM * kARowBytes, kBBytes = BN * BK / 2;
   static constexpr u32 kSBytes = kScaleRows * BN * kScaleBytes, kZBytes = kAsym ? kScaleRows * BN : 0;
+  // The scale (and zero-point) row of a stage that 32-k tile kk of it reads: groups of G >= BK
+  // have one row per stage.
+  static constexpr u32 scale_row_in_stage(u32 kk) { return G >= BK ? 0 : kk * 32 / G; }
   // sm_90a's warpgroup MMA (gemm/grouped_gemm_wgmma.cuh): chosen on the host (gemm_uses_wgmma).
   static constexpr bool kWgmma = Spec::wgmma;
   static constexpr u32 kStageBytes =

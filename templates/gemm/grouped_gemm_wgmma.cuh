@@ -60,7 +60,6 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   static_assert(kK32 % 2 == 0, "a stage's 32-k tiles alternate between the two fragment sets, starting with the first");
   // INT4: the scale groups whose sums are added into `total` (per-channel scales: none).
   constexpr bool kInt4 = !S::kMxfp4, kGroupRuns = kInt4 && S::G < S::K;
-  static_assert(!kInt4 || S::G >= 64, "INT4 wgmma tiles: scale groups of 64 k or more");
   const i64* c_row = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes) + BM;
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
@@ -114,11 +113,10 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   };
 
   // INT4: at the first tile of a scale group, its zero points (before the tile's dequantization)
-  // and its scales, from the group's row of the stage (groups of G >= BK: one row per stage).
-  auto group_in_stage = [](u32 kk) -> u32 { return S::G >= BK ? 0 : kk * 32 / S::G; };
+  // and its scales, from the group's row of the stage.
   auto load_group_zeros = [&](const unsigned char* stage, u32 kk) {
     if constexpr (S::kAsym) {
-      const unsigned char* z_row = stage + S::kABytes + S::kBBytes + S::kSBytes + group_in_stage(kk) * BN;
+      const unsigned char* z_row = stage + S::kABytes + S::kBBytes + S::kSBytes + S::scale_row_in_stage(kk) * BN;
       const u32 z = ld_shared_u32(z_row + strip * 32 + 4 * g) >> (16 * half);
       zero_lo = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 0));
       zero_hi = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 1));
@@ -126,7 +124,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   };
   // Scale positions 4g + 2 half and 4g + 2 half + 1 of the strip: adjacent 16-bit values.
   auto load_group_scales = [&](const unsigned char* stage, u32 kk) {
-    const unsigned char* s_row = stage + S::kABytes + S::kBBytes + group_in_stage(kk) * BN * S::kScaleBytes;
+    const unsigned char* s_row = stage + S::kABytes + S::kBBytes + S::scale_row_in_stage(kk) * BN * S::kScaleBytes;
     group_scales = ld_shared_u32(s_row + (strip * 32 + 4 * g + 2 * half) * S::kScaleBytes);
   };
 
