@@ -48,7 +48,7 @@ TEST_CASE("fused MoE on the host backend: formats, dtypes, activations, expert p
   CHECK(f.launches.load() == 5 * 4);
 }
 
-TEST_CASE("sm_90a fused MoE at prefill batch sizes runs both GEMMs on the wgmma tiles: MXFP4 and INT4") {
+TEST_CASE("sm_90a fused MoE at prefill batch sizes runs both GEMMs on the wgmma tiles: MXFP4, INT4 and W4A8 INT4") {
   HostLauncher hopper(Arch::sm_90a);
   FusedOps f(hopper);
   HostTestMemory memory;
@@ -72,9 +72,12 @@ TEST_CASE("sm_90a fused MoE at prefill batch sizes runs both GEMMs on the wgmma 
   asym.tokens = 600;  // 600 x 2 x 6 / 9 = 800 pairs here, 133 rows per expert
   FusedCase channel = int4;  // per-channel scales
   channel.group = 0;
+  FusedCase w4a8 = asym;  // e4m3, bf16 hidden states quantized per token by the layer, and the intermediate
+  w4a8.act = DType::bf16;
+  w4a8.act_scale = ActScale::token;
   static const unsigned char dummy[16] = {};
   const std::uint32_t seed = std::random_device{}();
-  for (const FusedCase& c : {mxfp4, int4, asym, channel}) {
+  for (const FusedCase& c : {mxfp4, int4, asym, channel, w4a8}) {
     CAPTURE(describe(c));
     // The planner's choice for this layer (the run below asks the same planner).
     auto view = [&](std::uint32_t n, std::uint32_t k, bool act_and_mul) {
@@ -84,7 +87,9 @@ TEST_CASE("sm_90a fused MoE at prefill batch sizes runs both GEMMs on the wgmma 
     dispatch::FusedMoeRequest r;
     r.w13 = view(2 * c.intermediate, c.hidden, true);
     r.w2 = view(c.hidden, c.intermediate, false);
+    if (c.act_scale != ActScale::none) r.w13.order = r.w2.order = PackedOrder::a8;
     r.act = c.act;
+    r.act_scale = c.act_scale;
     r.tokens = c.tokens;
     r.topk = c.topk;
     r.global_experts = c.global_experts;
@@ -92,9 +97,10 @@ TEST_CASE("sm_90a fused MoE at prefill batch sizes runs both GEMMs on the wgmma 
     REQUIRE_MESSAGE(specs.ok(), specs.status().message());
     CHECK(gemm_uses_wgmma(specs->up));
     CHECK(gemm_uses_wgmma(specs->down));
-    run_fused_case(f.ops, memory, c, seed);
+    const FusedResult result = run_fused_case(f.ops, memory, c, seed);
+    if (c.act_scale != ActScale::none) CHECK(result.end_to_end_error < 0.1);  // FP8's cost: a few percent
   }
-  CHECK(f.launches.load() == 4 * 4);
+  CHECK(f.launches.load() == 4 * 4 + 6);  // W4A8: align, quantize hidden, gate/up, quantize, down, reduce
 }
 
 TEST_CASE("W4A8 fused MoE on the host backend: formats, scale granularities, hidden dtypes, mma paths") {

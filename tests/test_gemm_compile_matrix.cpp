@@ -46,7 +46,8 @@ using CompileJobs = std::vector<std::pair<KernelSpec, std::future<Result<Resolut
 
 // Every tile the planner has for `corner` on its target, compiled in the background.
 void add_every_tile(KernelResolver& r, const KernelSpec& corner, CompileJobs& jobs) {
-  for (const auto& tile : dispatch::gemm_tile_configs(corner.arch, corner.k, corner.weight, corner.scale, corner.group_size, corner.act)) {
+  for (const auto& tile : dispatch::gemm_tile_configs(corner.arch, corner.k, corner.weight, corner.scale, corner.group_size,
+                                                          corner.act, corner.act_scale)) {
     KernelSpec spec = dispatch::with_tile(corner, tile);
     jobs.emplace_back(spec, r.resolve_async(spec));
   }
@@ -122,7 +123,7 @@ TEST_CASE("every grouped GEMM tile configuration compiles with every fused epilo
 TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles on every sm_89+ target with no spills") {
   // The W4A8 corners: MXFP4 with per-token scales and a plain store; asymmetric INT4 (g128,
   // bf16 scales) with per-128-k scales (a scale load per row and run) and the act-and-mul
-  // epilogue.
+  // epilogue; on sm_90a also with per-token scales, which its wgmma tiles take.
   if (!nvrtc_or_skip()) return;
   TempDir dir;
   auto r = KernelResolver::create(resolver_options_in(dir));
@@ -136,6 +137,11 @@ TEST_CASE("every grouped GEMM tile configuration with e4m3 activations compiles 
     corners[1].act = DType::e4m3;
     corners[1].act_scale = ActScale::block128;
     corners[1].scale = DType::bf16;
+    if (arch == Arch::sm_90a) {
+      KernelSpec token = corners[1];
+      token.act_scale = ActScale::token;
+      corners.push_back(token);
+    }
     for (const KernelSpec& corner : corners) add_every_tile(**r, corner, jobs);
   }
   check_compiled(jobs);

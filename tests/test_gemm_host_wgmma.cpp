@@ -229,3 +229,80 @@ TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, eq
     run_on_wgmma(*resolver, c);
   }
 }
+
+TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations scaled per token") {
+  // One e4m3 wgmma per 32 k; q - z as e4m3 bytes (2^-9 each), each scale group summed apart as
+  // for 16-bit activations, and each row's scale (times 2^9) applied in the epilogue.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  auto w4a8_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
+    GemmCase c = wgmma_case(bm, stages, DType::e4m3, 128);
+    c.act_scale = ActScale::token;
+    c.weight = weight;
+    c.scale = scale;
+    c.group = group;
+    return c;
+  };
+  SUBCASE("128 rows, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 384;
+    c.tokens = 70;
+    c.topk = 4;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out") {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.n = 256;
+    c.k = 512;
+    c.tokens = 150;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("32 rows, zero points, bf16 scales, per channel (group = K), masked, 6 stages (past the slots)") {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::bf16, 768, 32, 3);
+    c.layout = Layout::masked;
+    c.k = 768;
+    c.tokens = 40;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, symmetric, f16 scales, g64, indexed, topk_weight, one A row per pair") {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::f16, 64, 64, 4);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 256;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("128 rows, zero points, f16 scales, g128, one token, blocks dropped") {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::f16, 128, 128, 4);
+    c.k = 256;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, zero points, bf16 scales, g128: NaN codes make their rows NaN, +-448 and subnormal codes exact") {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::bf16, 128, 64, 3);
+    c.a_edge_bytes = true;
+    c.layout = Layout::contiguous;
+    c.out = DType::f32;
+    c.k = 384;
+    c.tokens = 77;
+    run_on_wgmma(*resolver, c);
+  }
+  for (int shift : {-120, 100}) {
+    // Activation scales near 2^-120 (f32 subnormals) and 2^100.
+    CAPTURE(shift);
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 64, 3);
+    c.a_exponent_shift = shift;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 256;
+    c.tokens = 70;
+    run_on_wgmma(*resolver, c);
+  }
+}

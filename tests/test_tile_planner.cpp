@@ -108,14 +108,14 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
         CHECK(t.bk == 128);
         CHECK(t.warps == 8);
         CHECK(t.stages == (bm == 32 ? 6 : 4));
-        CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, w.group_size, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+        CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, ActScale::none, w.group_size, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
         // The plain sm_90 target, B200 and the RTX PRO 6000: the mma.sync tiles (4 warps for
         // 64 rows).
         for (Arch other : {Arch::sm_90, Arch::sm_100a, Arch::sm_120a}) {
           CAPTURE(to_string(other));
           const TileConfig o = plan_gemm(w, bm, other, 132).tile;
           CHECK(o.warps == (bm == 128 ? 8 : 4));
-          CHECK_FALSE(gemm_uses_wgmma(other, w.weight, act, w.group_size, o.bm, o.bn, o.bk, o.warps, o.stages, 1));
+          CHECK_FALSE(gemm_uses_wgmma(other, w.weight, act, ActScale::none, w.group_size, o.bm, o.bn, o.bk, o.warps, o.stages, 1));
         }
       }
       // A K not a multiple of 128 (gpt-oss-120b's 2880): 64 k per stage.
@@ -124,12 +124,12 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
         odd_k.k = 2880;
         const TileConfig t = plan_gemm(odd_k, 64, Arch::sm_90a, 132).tile;
         CHECK(t.bk == 64);
-        CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, w.group_size, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+        CHECK(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, ActScale::none, w.group_size, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
       }
       // 16-row tiles stay on mma.sync; at one token (decode) a 32-row tile that covers its rows
       // splits K on mma.sync, which the wgmma tiles do not.
       const TileConfig decode = plan_gemm(w, 16, Arch::sm_90a, 132).tile;
-      CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, w.group_size, decode.bm, decode.bn, decode.bk,
+      CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, w.weight, act, ActScale::none, w.group_size, decode.bm, decode.bn, decode.bk,
                                   decode.warps, decode.stages, 1));
       GemmWork one_token = w;
       one_token.n = 1024;
@@ -140,30 +140,81 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
       CHECK(small.tile.warps == 4);
     }
   }
-  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's) and e4m3
-  // activations: the mma.sync prefill tiles.
-  for (const auto& [weight, act, group] : {std::tuple{WeightFormat::int4_sym, DType::bf16, 32u},
-                                           std::tuple{WeightFormat::int4_asym, DType::f16, 32u},
-                                           std::tuple{WeightFormat::mxfp4, DType::e4m3, 32u},
-                                           std::tuple{WeightFormat::int4_sym, DType::e4m3, 128u}}) {
-    const GemmWork w = prefill_work(weight, weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16, group, act);
+  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's), MXFP4 with e4m3
+  // activations (its scales change every 32 k, and e4m3 registers have no room for them) and
+  // INT4 with e4m3 activations scaled per 128 k: the mma.sync prefill tiles.
+  for (const auto& [weight, act, act_scale, group] :
+       {std::tuple{WeightFormat::int4_sym, DType::bf16, ActScale::none, 32u},
+        std::tuple{WeightFormat::int4_asym, DType::f16, ActScale::none, 32u},
+        std::tuple{WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32u},
+        std::tuple{WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128u},
+        std::tuple{WeightFormat::int4_asym, DType::e4m3, ActScale::token, 32u}}) {
+    GemmWork w = prefill_work(weight, weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16, group, act);
+    w.act_scale = act_scale;
     const TileConfig t = plan_gemm(w, 64, Arch::sm_90a, 132).tile;
     CHECK(t.warps == 4);
-    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, act, group, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
+    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, act, act_scale, group, t.bm, t.bn, t.bk, t.warps, t.stages, 1));
   }
   // The rule itself: split-K, other shapes, fewer than three stages and INT4 groups of 32 k are
   // not wgmma tiles.
-  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 64, 8, 3, 1));
-  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 32, 128, 128, 8, 6, 1));
-  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, 64, 128, 128, 64, 8, 4, 1));
-  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::bf16, 4096, 64, 128, 128, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 64, 8, 3, 2));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 128, 128, 64, 8, 2, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 16, 128, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 64, 128, 256, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 64, 256, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, 32, 64, 128, 64, 4, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, 32, 128, 128, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, 128, 128, 128, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90, WeightFormat::int4_sym, DType::bf16, 128, 128, 128, 64, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 128, 128, 64, 8, 3, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 32, 128, 128, 8, 6, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, ActScale::none, 64, 128, 128, 64, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::bf16, ActScale::none, 4096, 64, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 128, 128, 64, 8, 3, 2));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 128, 128, 64, 8, 2, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 16, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 64, 128, 256, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 64, 256, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 64, 128, 64, 4, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, ActScale::none, 32, 128, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::none, 128, 128, 128, 64, 8, 4, 1));
+  // e4m3: INT4 (groups of 64 k or more) with per-token scales, and only at 128 k per stage.
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 128, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::e4m3, ActScale::token, 64, 32, 128, 128, 8, 6, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128, 128, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90, WeightFormat::int4_sym, DType::bf16, ActScale::none, 128, 128, 128, 64, 8, 4, 1));
+}
+
+TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (per-token activation scales, 128 k) are the e4m3 wgmma ones") {
+  for (const auto& [weight, scale, group] : {std::tuple{WeightFormat::int4_sym, DType::bf16, 128u},
+                                             std::tuple{WeightFormat::int4_asym, DType::f16, 64u},
+                                             std::tuple{WeightFormat::int4_sym, DType::bf16, 7168u}}) {
+    CAPTURE(to_string(weight));
+    CAPTURE(group);
+    GemmWork w = prefill_work(weight, scale, group, DType::e4m3);
+    w.act_scale = ActScale::token;
+    for (std::uint16_t bm : {32, 64, 128}) {
+      CAPTURE(bm);
+      const TileConfig t = plan_gemm(w, bm, Arch::sm_90a, 132).tile;
+      CHECK(t.bm == bm);
+      CHECK(t.bn == 128);
+      CHECK(t.bk == 128);
+      CHECK(t.warps == 8);
+      CHECK(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::token, group, t.bm, t.bn, t.bk, t.warps,
+                            t.stages, 1));
+      // The same with per-128-k scales, and on the other targets: mma.sync.
+      GemmWork block = w;
+      block.act_scale = ActScale::block128;
+      const TileConfig b = plan_gemm(block, bm, Arch::sm_90a, 132).tile;
+      CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::block128, group, b.bm, b.bn, b.bk,
+                                  b.warps, b.stages, 1));
+      for (Arch other : {Arch::sm_89, Arch::sm_100a, Arch::sm_120a}) {
+        const TileConfig o = plan_gemm(w, bm, other, 132).tile;
+        CHECK_FALSE(gemm_uses_wgmma(other, weight, DType::e4m3, ActScale::token, group, o.bm, o.bn, o.bk, o.warps,
+                                    o.stages, 1));
+      }
+    }
+    // A K that is no multiple of 128 stays on mma.sync (an e4m3 row of 64 k is no 128-byte
+    // swizzle row).
+    GemmWork odd_k = w;
+    odd_k.k = 2880;
+    odd_k.group_size = group == 7168 ? 2880 : 64;
+    const TileConfig t = plan_gemm(odd_k, 64, Arch::sm_90a, 132).tile;
+    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::token, odd_k.group_size, t.bm, t.bn,
+                                t.bk, t.warps, t.stages, 1));
+  }
 }

@@ -43,6 +43,8 @@ int main() {
        ActScale::token},
       {"int4 asym g128 / e4m3 act, block128 scales / silu_and_mul", WeightFormat::int4_asym, DType::f16, DType::e4m3,
        128, Epilogue::silu_and_mul, ActScale::block128},
+      {"int4 sym g128 / e4m3 act, token scales / silu_and_mul", WeightFormat::int4_sym, DType::bf16, DType::e4m3,
+       128, Epilogue::silu_and_mul, ActScale::token},
       {"mxfp4 / e2m1 act, block32 scales / store", WeightFormat::mxfp4, DType::e8m0, DType::e2m1, 32, Epilogue::none,
        ActScale::block32}};
   std::vector<std::pair<std::string, std::future<Result<Resolution>>>> rows;
@@ -50,7 +52,7 @@ int main() {
     for (Arch arch : default_target_archs()) {
       if (c.act == DType::e4m3 && arch_info(arch).sm < 89) continue;  // no e4m3 mma before sm_89
       if (c.act == DType::e2m1 && !has_block_scale_mma(arch)) continue;  // kind::mxf4: sm_120a / sm_121a
-      for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group, c.act)) {
+      for (const auto& tile : dispatch::gemm_tile_configs(arch, 7168, c.weight, c.scale, c.group, c.act, c.act_scale)) {
         KernelSpec s{};
         s.op = Op::grouped_gemm;
         s.arch = arch;

@@ -227,14 +227,18 @@ std::uint64_t count_mma_one_side(const SassFunction& function, const Loop& loop)
   return unguarded;
 }
 
+bool is_warpgroup_mma(std::string_view base) {
+  return base == "HGMMA" || base == "QGMMA" || base == "IGMMA" || base == "BGMMA";
+}
+
 std::optional<Loop> find_main_loop(const SassFunction& function, const std::vector<Loop>& loops) {
-  // Warpgroup mma's (HGMMA) where any loop has them: a kernel with a wgmma main loop keeps an
+  // Warpgroup mma's (HGMMA, QGMMA) where any loop has them: a kernel with a wgmma main loop keeps an
   // mma.sync one for what the wgmma path does not take (the grouped GEMM's experts whose scales
   // cannot be folded), with more, smaller mma's.
   auto warpgroup_mma = [&](const Loop& loop) {
     std::uint64_t n = 0;
     for (const auto& in : function.instructions)
-      if (in.address >= loop.start && in.address <= loop.end && in.klass == InstrClass::mma && in.base == "HGMMA") ++n;
+      if (in.address >= loop.start && in.address <= loop.end && in.klass == InstrClass::mma && is_warpgroup_mma(in.base)) ++n;
     return n;
   };
   bool any_warpgroup = false;
@@ -343,9 +347,11 @@ std::optional<MainLoopAnalysis> analyze_main_loop(const SassFunction& function, 
   a.main = *main;
   a.main_counts = count_loop(function, *main);
   std::string first_mma;
+  bool warpgroup = false;
   for (const auto& in : function.instructions)
     if (in.address >= main->start && in.address <= main->end && in.klass == InstrClass::mma) {
       first_mma = in.opcode;
+      warpgroup = is_warpgroup_mma(in.base);
       break;
     }
   std::optional<double> macs = mma_macs_per_warp_instruction(first_mma);
@@ -356,7 +362,7 @@ std::optional<MainLoopAnalysis> analyze_main_loop(const SassFunction& function, 
   }
   a.mma_per_stage = macs_per_stage_per_warp / *macs;
   a.mma_macs = *macs;
-  a.warpgroup_mma = first_mma.starts_with("HGMMA");
+  a.warpgroup_mma = warpgroup;
   a.unroll_mma = count_mma_one_side(function, *main);
   a.unroll_raw = static_cast<double>(a.unroll_mma) / a.mma_per_stage;
   auto near_integer = [](double x) { return x >= 0.5 && std::abs(x - std::round(x)) < 1e-6; };

@@ -91,8 +91,10 @@ InstrCounts count_loop(const SassFunction& function, const Loop& loop);
 std::uint64_t count_mma_one_side(const SassFunction& function, const Loop& loop);
 
 // The innermost loop with the most mma instructions: among the loops with the largest mma
-// count, the one with the smallest range; where some loop holds warpgroup mma's (HGMMA), only
-// those count. nullopt when no loop holds an mma.
+// count, the one with the smallest range; where some loop holds warpgroup mma's (HGMMA for
+// 16-bit types, QGMMA for fp8: is_warpgroup_mma), only those count. nullopt when no loop holds
+// an mma.
+bool is_warpgroup_mma(std::string_view base);
 std::optional<Loop> find_main_loop(const SassFunction& function, const std::vector<Loop>& loops);
 
 // The smallest loop strictly containing `inner`, if any.
@@ -101,8 +103,8 @@ std::optional<Loop> enclosing_loop(const std::vector<Loop>& loops, const Loop& i
 // ---- The main loop as the model sees it ------------------------------------------------------
 
 // Multiply-accumulates one warp-instruction of an mma opcode performs for its warp:
-// "HMMA.16816..." is m16 n8 k16 = 2048; "IMMA.16832..." 4096; "HGMMA.64x128x16..." is issued by
-// the 4 warps of a warpgroup, 64*128*16 / 4 each. nullopt for a shape it cannot read.
+// "HMMA.16816..." is m16 n8 k16 = 2048; "IMMA.16832..." 4096; "HGMMA.64x128x16..." (or
+// "QGMMA.64x128x32...") is issued by the 4 warps of a warpgroup, 64*128*16 / 4 each. nullopt for a shape it cannot read.
 std::optional<double> mma_macs_per_warp_instruction(std::string_view opcode);
 
 // The loop one pipeline stage iteration runs, and what it costs.
@@ -111,7 +113,7 @@ struct MainLoopAnalysis {
   InstrCounts main_counts;    // its body, each instruction once
   double mma_per_stage = 0;   // expected mma per stage per warp: bm bn bk / warps / MACs per mma
   double mma_macs = 2048;     // MACs per warp of one of its mma (an HGMMA's warpgroup shape / 4)
-  bool warpgroup_mma = false; // the mma are wgmma's (HGMMA): the tensor rate is the wgmma one
+  bool warpgroup_mma = false; // the mma are wgmma's (HGMMA, QGMMA): the tensor rate is the wgmma one
   // The main loop's mma with each if-converted pair counted once: where the compiler turned a
   // branch into @P / @!P predicated copies, every copy issues, but only one side's products
   // belong to the stage.

@@ -25,6 +25,7 @@ GemmWork gemm_work(const GroupedGemmRequest& r) {
   work.weight = w.format;
   work.scale = w.scale;
   work.act = r.act;
+  work.act_scale = r.act_scale;
   work.first_ramp_hidden = r.layout == Layout::indexed && r.params.weights_before_dependency != 0;
   const double m = std::max(r.params.m, 1);
   const std::uint32_t experts = std::max(w.experts, 1u);

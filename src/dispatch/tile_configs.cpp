@@ -56,8 +56,10 @@ constexpr int kWgmmaStages = 4;
 // barrier, fences) leaves 3.6-3.7 weight bytes per warp-instruction against the mma.sync tile's
 // 5.0 (sm_90a SASS), while the mma.sync tile's own tensor work is half the taller tiles'.
 std::optional<RowsShape> wgmma_shape(std::uint16_t bm, std::uint32_t k, WeightFormat weight, std::uint32_t group,
-                                     DType act, Arch arch) {
-  if (!gemm_uses_wgmma(arch, weight, act, group, bm, 128, 64, kWgmmaWarps, kWgmmaStages, 1)) return std::nullopt;
+                                     DType act, ActScale act_scale, Arch arch) {
+  const std::uint32_t bk = k % 128 == 0 ? 128 : 64;  // make_tile's (pick_bk of 128)
+  if (!gemm_uses_wgmma(arch, weight, act, act_scale, group, bm, 128, bk, kWgmmaWarps, kWgmmaStages, 1))
+    return std::nullopt;
   if (bm <= 32 && k % 128 != 0) return std::nullopt;
   return RowsShape{bm, kWgmmaWarps, {128, 0}, {128, 0}};
 }
@@ -70,10 +72,10 @@ struct RowsShapes {
   std::array<RowsShape, 2> shapes;
   std::size_t count = 0;
 };
-RowsShapes rows_shapes_for(std::uint16_t bm, std::uint32_t k, WeightFormat weight, std::uint32_t group, DType act, Arch arch,
-                           bool covering) {
+RowsShapes rows_shapes_for(std::uint16_t bm, std::uint32_t k, WeightFormat weight, std::uint32_t group, DType act,
+                           ActScale act_scale, Arch arch, bool covering) {
   const RowsShape& base = rows_shape(bm);
-  const std::optional<RowsShape> wgmma = wgmma_shape(base.bm, k, weight, group, act, arch);
+  const std::optional<RowsShape> wgmma = wgmma_shape(base.bm, k, weight, group, act, act_scale, arch);
   if (!wgmma) return {{base, base}, 1};
   if (base.bm <= 32 && covering) return {{base, *wgmma}, 2};
   return {{*wgmma, *wgmma}, 1};
@@ -95,11 +97,11 @@ std::uint16_t pick_bk(std::uint32_t k, std::uint16_t max_bk) {
 // The tile for (bm, bn) with as many stages as reach the in-flight target (decode) or three
 // (prefill), as the target's shared memory allows; stages 0 when even two do not fit.
 TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, WeightFormat weight, DType scale,
-                     std::uint32_t group, DType act, Arch arch) {
+                     std::uint32_t group, DType act, ActScale act_scale, Arch arch) {
   const std::uint16_t max_bk = bn == r.bns[0] ? r.max_bk[0] : r.max_bk[1];
   TileConfig t{r.bm, bn, pick_bk(k, max_bk), 0, r.warps};
   const std::uint32_t stage_weights = static_cast<std::uint32_t>(bn) * t.bk / 2;
-  const bool wgmma = gemm_uses_wgmma(arch, weight, act, group, t.bm, t.bn, t.bk, t.warps, kWgmmaStages, 1);
+  const bool wgmma = gemm_uses_wgmma(arch, weight, act, act_scale, group, t.bm, t.bn, t.bk, t.warps, kWgmmaStages, 1);
   int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1
                : wgmma    ? kWgmmaStages
                           : 3;
@@ -265,7 +267,7 @@ namespace {
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
   const std::uint16_t rows = rows_shape(bm).bm;
   const bool covering = may_split_k(rows, w.rows_per_expert);
-  const RowsShapes shapes = rows_shapes_for(rows, w.k, w.weight, w.group_size, w.act, arch, covering);
+  const RowsShapes shapes = rows_shapes_for(rows, w.k, w.weight, w.group_size, w.act, w.act_scale, arch, covering);
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
   const double row_tiles =
@@ -279,10 +281,11 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
     const RowsShape& shape = shapes.shapes[shape_index];
     for (std::uint16_t bn : shape.bns) {
       if (bn == 0) continue;
-      const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, arch);
+      const TileConfig tile = make_tile(shape, bn, w.k, w.weight, w.scale, w.group_size, w.act, w.act_scale, arch);
       if (tile.stages == 0) continue;
       const std::uint32_t group = w.group_size >= tile.bk ? tile.bk : w.group_size;
-      const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, w.group_size, tile.bm, tile.bn, tile.bk, tile.warps, tile.stages, 1);
+      const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, w.act_scale, w.group_size, tile.bm, tile.bn, tile.bk,
+                                         tile.warps, tile.stages, 1);
       const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
                                                      scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym, 16,
                                                      wgmma);
@@ -294,9 +297,9 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       in.warps_per_cta = tile.warps;
       in.ctas_per_sm = blocks_per_sm(tile, wgmma, shared, arch);
       in.first_ramp_hidden = w.first_ramp_hidden && arch_info(arch).sm >= 90;
-      // wgmma tiles: their tensor rate, in m16n8k16 equivalents.
+      // wgmma tiles: their tensor rate, in m16n8k16 equivalents (e4m3 does twice the k in one).
       in.mma_per_clock = wgmma ? device.wgmma_per_clock : device.mma_per_clock;
-      const double tile_mma_macs = wgmma ? 16 * 8 * 16 : mma_macs;
+      const double tile_mma_macs = wgmma ? (w.act == DType::e4m3 ? 16 * 8 * 32 : 16 * 8 * 16) : mma_macs;
       // Only the rows that hold a token travel through the split-K workspace.
       in.split_partial_bytes = std::min<double>(shape.bm, std::max(w.rows_per_expert, 1.0)) * bn * sizeof(float);
       const double column_blocks = std::ceil(static_cast<double>(w.n) / bn);
@@ -324,7 +327,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
   }
   if (best.tile.stages == 0) {
     const RowsShape& shape = shapes.shapes[0];
-    best.tile = make_tile(shape, shape.bns[0], w.k, w.weight, w.scale, w.group_size, w.act, arch);
+    best.tile = make_tile(shape, shape.bns[0], w.k, w.weight, w.scale, w.group_size, w.act, w.act_scale, arch);
   }
   return best;
 }
@@ -339,6 +342,7 @@ struct PlanKey {
   bool operator==(const PlanKey& o) const {
     return work.n == o.work.n && work.k == o.work.k && work.group_size == o.work.group_size &&
            work.weight == o.work.weight && work.scale == o.work.scale && work.act == o.work.act &&
+           work.act_scale == o.work.act_scale &&
            work.busy_experts == o.work.busy_experts &&
            work.rows_per_expert == o.work.rows_per_expert && work.routed_pairs == o.work.routed_pairs &&
            work.experts == o.work.experts && work.global_experts == o.work.global_experts &&
@@ -368,15 +372,15 @@ GemmPlan plan_gemm(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t
 }
 
 std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
-                                          std::uint32_t group_size, DType act) {
+                                          std::uint32_t group_size, DType act, ActScale act_scale) {
   std::vector<TileConfig> out;
   for (const auto& base : kRowsShapes)
     for (bool covering : {true, false}) {
-      const RowsShapes shapes = rows_shapes_for(base.bm, k, weight, group_size, act, arch, covering);
+      const RowsShapes shapes = rows_shapes_for(base.bm, k, weight, group_size, act, act_scale, arch, covering);
       for (std::size_t i = 0; i < shapes.count; ++i)
         for (std::uint16_t bn : shapes.shapes[i].bns)
           if (bn != 0) {
-            const TileConfig t = make_tile(shapes.shapes[i], bn, k, weight, scale, group_size, act, arch);
+            const TileConfig t = make_tile(shapes.shapes[i], bn, k, weight, scale, group_size, act, act_scale, arch);
             if (t.stages != 0 && std::ranges::find(out, t) == out.end()) out.push_back(t);
           }
     }

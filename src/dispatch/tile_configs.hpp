@@ -34,6 +34,7 @@ struct GemmWork {
   WeightFormat weight = WeightFormat::none;
   DType scale = DType::none;
   DType act = DType::bf16;     // the A operand: bf16, f16, e4m3 or e2m1 (the main loop's cost)
+  ActScale act_scale = ActScale::none;  // e4m3 / e2m1: their scales' granularity (which tiles apply)
   double busy_experts = 1;     // experts expected to get rows (at least one)
   double rows_per_expert = 1;  // rows each of them gets, on average
   // Rows routed to the experts at random (the indexed layout): `routed_pairs` (token, expert)
@@ -77,9 +78,11 @@ bool plan_fixed_for_rows(std::uint16_t bm, double rows_per_expert);
 GemmPlan plan_gemm(const GemmWork& work, std::uint16_t bm, Arch arch, std::uint32_t sms);
 
 // The tiles plan_gemm may return for a GEMM of k `k`, weight format `weight` and activations
-// `act` on `arch` (every bm, bn and stage count it considers), for the compile matrix.
+// `act` scaled by `act_scale` on `arch` (every bm, bn and stage count it considers), for the
+// compile matrix.
 std::vector<TileConfig> gemm_tile_configs(Arch arch, std::uint32_t k, WeightFormat weight, DType scale,
-                                          std::uint32_t group_size, DType act = DType::bf16);
+                                          std::uint32_t group_size, DType act = DType::bf16,
+                                          ActScale act_scale = ActScale::none);
 
 // `spec` with the tile fields and split set.
 KernelSpec with_plan(KernelSpec spec, const GemmPlan& plan);

@@ -192,19 +192,24 @@ std::uint32_t out_columns(const KernelSpec& s) {
 
 }  // namespace
 
-bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, std::uint32_t group, std::uint32_t bm,
-                     std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
+bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_scale, std::uint32_t group,
+                     std::uint32_t bm, std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
                      std::uint32_t split_k) {
   // INT4 scales each group's sums after its wgmma's complete: groups of 32 k would wait on
   // every tile's (templates/gemm/grouped_gemm_wgmma.cuh).
-  const bool weights = weight == WeightFormat::mxfp4 || group >= 64;
-  return arch == Arch::sm_90a && weights && (act == DType::bf16 || act == DType::f16) &&
-         (bm == 32 || bm == 64 || bm == 128) && bn == 128 && (bk == 64 || bk == 128) && warps == 8 && stages >= 3 &&
-         split_k == 1;
+  const bool int4_groups = weight != WeightFormat::mxfp4 && group >= 64;
+  // e4m3 activations: INT4 only (MXFP4's E8M0 scales change every 32 k and e4m3 registers have
+  // no room for them), scaled per token (applied in the epilogue), and 128 k per stage (one
+  // 128-byte swizzle row of 8-bit activations).
+  const bool act16 = (act == DType::bf16 || act == DType::f16) && (weight == WeightFormat::mxfp4 || int4_groups);
+  const bool act8 = act == DType::e4m3 && act_scale == ActScale::token && int4_groups && bk == 128;
+  return arch == Arch::sm_90a && (act16 || act8) && (bm == 32 || bm == 64 || bm == 128) && bn == 128 &&
+         (bk == 64 || bk == 128) && warps == 8 && stages >= 3 && split_k == 1;
 }
 
 bool gemm_uses_wgmma(const KernelSpec& s) {
-  return gemm_uses_wgmma(s.arch, s.weight, s.act, s.group_size, s.bm, s.bn, s.bk, s.warps, s.stages, s.split_k);
+  return gemm_uses_wgmma(s.arch, s.weight, s.act, s.act_scale, s.group_size, s.bm, s.bn, s.bk, s.warps, s.stages,
+                         s.split_k);
 }
 
 const KernelDef kGroupedGemmKernel = {

@@ -88,11 +88,14 @@ struct GemmShape {
   static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
   static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits, kWgmma));
-  static_assert(!kWgmma || (Spec::sm == 90 && (kMxfp4 || G >= 64) && !kQuantizedAct && BN == 128 &&
+  static_assert(!kWgmma || (Spec::sm == 90 && (kMxfp4 || G >= 64) && !kAct4 && BN == 128 &&
                             (BK == 64 || BK == 128) && kWarps == 8 && (BM == 32 || BM == 64 || BM == 128) &&
                             Spec::split_k == 1 && kStages >= 3),
-                "the wgmma tiles: sm_90a, MXFP4 or INT4 (groups of 64 k or more) x bf16/f16, 32, 64 or 128 x 128 x "
-                "64 or 128, 8 warps, no split-K, 3+ stages");
+                "the wgmma tiles: sm_90a, MXFP4 or INT4 (groups of 64 k or more), 32, 64 or 128 x 128 x 64 or 128, "
+                "8 warps, no split-K, 3+ stages");
+  static_assert(!kWgmma || !kAct8 || (!kMxfp4 && Spec::act_scale == kernel_enum::act_scale_token && BK == 128),
+                "the wgmma tiles with e4m3 activations: INT4 weights, per-token scales, 128 k per stage (one "
+                "128-byte swizzle row)");
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
 #if MOEJIT_TARGET_DEVICE
   // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.

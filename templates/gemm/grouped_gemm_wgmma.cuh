@@ -1,8 +1,9 @@
 #pragma once
 // The grouped GEMM's main loop and epilogue on the warpgroup MMA of sm_90a (common/wgmma.cuh),
 // for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
-// the fragments, or INT4 weights with scale groups of 64 k or more; bf16/f16 activations; 32,
-// 64 or 128 rows x 128 columns x 64 or 128 k per stage, 8 warps, no split-K).
+// the fragments, or INT4 weights with scale groups of 64 k or more, x bf16/f16 activations; or
+// such INT4 weights x e4m3 activations scaled per token; 32, 64 or 128 rows x 128 columns x 64
+// or 128 k per stage (128 for e4m3), 8 warps, no split-K).
 //
 // The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
 // registers: warpgroup h (warps 4h .. 4h + 3) owns packed columns 64h .. 64h + 63 of the tile,
@@ -33,6 +34,13 @@
 // no `total`. A flush exposes the wgmma latency once per group, so groups of 32 k stay on the
 // mma.sync tiles (kernels/grouped_gemm.cpp, gemm_uses_wgmma).
 //
+// e4m3 activations (W4A8): each 32-k tile is one m64nBMk32 e4m3 wgmma. The weights are packed
+// in the 8-bit order (PackedOrder::a8), whose words are mma.m16n8k32's B fragments, the lane's
+// two per n8 tile; gemm::int4_e4m3_registers makes them (q - z) 2^-9 exactly, and, pairwise,
+// they are wgmma's A fragment as for 16-bit types. A stage's 128 k of a row are one 128-byte
+// swizzle row. The activations' per-token scales, times 2^9, multiply each row's sums in the
+// epilogue: read once per tile into shared memory before the main loop.
+//
 // Accumulator d[4j + r] of a thread (lane = 4g + t) is packed column 64h + 16q + g + 8 (r / 2)
 // of row 8j + 2t + r % 2 of the tile. Row pairs of adjacent columns are swapped between lanes
 // g and g ^ 1 (one shuffle per value pair) so that each lane stores two adjacent columns of one
@@ -60,7 +68,12 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   static_assert(kK32 % 2 == 0, "a stage's 32-k tiles alternate between the two fragment sets, starting with the first");
   // INT4: the scale groups whose sums are added into `total` (per-channel scales: none).
   constexpr bool kInt4 = !S::kMxfp4, kGroupRuns = kInt4 && S::G < S::K;
+  // e4m3: one k32 wgmma per 32-k tile; 16-bit types: two k16 ones.
+  constexpr bool kAct8 = S::kAct8;
+  constexpr u32 kSteps = kAct8 ? 1 : 2;
   const i64* c_row = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes) + BM;
+  // e4m3: each row's index into a_scales (grouped_gemm_kernel), replaced by its scale below.
+  [[maybe_unused]] i32* a_scale_row = reinterpret_cast<i32*>(smem + S::kStages * S::kStageBytes + 2 * BM * sizeof(i64));
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
   const u32 group_warp = warp % 4;
@@ -72,14 +85,31 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // constant where the weights are symmetric, and their scales, two 16-bit values, as the
   // current group's first tile finds them.
   gemm::Int4Offsets zero_lo{}, zero_hi{};
-  if constexpr (kInt4 && !S::kAsym) zero_lo = zero_hi = gemm::int4_offsets<S::kHalf>(0x00080008u);
+  gemm::Int4E4m3Offsets zero8_lo{}, zero8_hi{};  // e4m3 registers: their byte-wise form
+  if constexpr (kInt4 && !S::kAsym) {
+    if constexpr (kAct8) zero8_lo = zero8_hi = gemm::int4_e4m3_offsets(0x08080808u);
+    else zero_lo = zero_hi = gemm::int4_offsets<S::kHalf>(0x00080008u);
+  }
   [[maybe_unused]] u32 group_scales = 0;
 
-  // The warp's A fragments of 32-k tile kk of a stage: k16 step s is fragment s.
-  auto dequantize = [&](u32 (&frag)[2][4], const unsigned char* stage, u32 kk) {
+  // The warp's A fragments of 32-k tile kk of a stage: k16 step s is fragment s (e4m3: one k32
+  // step).
+  auto dequantize = [&](u32 (&frag)[kSteps][4], const unsigned char* stage, u32 kk) {
     const unsigned char* b_stage = stage + S::kABytes;
     const unsigned char* s_stage = b_stage + S::kBBytes;
     const u32x2 words = ld_shared_v2(b_stage + (strip * S::kK32 + kk) * kTileBytes + lane * 16 + half * 8);
+    if constexpr (kAct8) {
+      // B registers {b0: k 4t..4t+3, b1: k 16+4t..16+4t+3} of each tile; A = {row g k lo, row
+      // g + 8 k lo, row g k hi, row g + 8 k hi}.
+      u32 lo[2], hi[2];
+      gemm::int4_e4m3_registers(words.x, zero8_lo, lo);
+      gemm::int4_e4m3_registers(words.y, zero8_hi, hi);
+      frag[0][0] = lo[0];
+      frag[0][1] = hi[0];
+      frag[0][2] = lo[1];
+      frag[0][3] = hi[1];
+      return;
+    }
     u32 lo[4], hi[4];  // n8 tiles 2 half and 2 half + 1: rows g and g + 8 of the warp's A
     if constexpr (kInt4) {
       gemm::int4_registers<S::kHalf>(words.x, zero_lo, lo);
@@ -118,8 +148,13 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     if constexpr (S::kAsym) {
       const unsigned char* z_row = stage + S::kABytes + S::kBBytes + S::kSBytes + S::scale_row_in_stage(kk) * BN;
       const u32 z = ld_shared_u32(z_row + strip * 32 + 4 * g) >> (16 * half);
-      zero_lo = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 0));
-      zero_hi = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 1));
+      if constexpr (kAct8) {
+        zero8_lo = gemm::int4_e4m3_offsets(gemm::broadcast_byte(z, 0));
+        zero8_hi = gemm::int4_e4m3_offsets(gemm::broadcast_byte(z, 1));
+      } else {
+        zero_lo = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 0));
+        zero_hi = gemm::int4_offsets<S::kHalf>(gemm::spread_byte(z, 1));
+      }
     }
   };
   // Scale positions 4g + 2 half and 4g + 2 half + 1 of the strip: adjacent 16-bit values.
@@ -143,23 +178,28 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
       for (u32 i = 0; i < BM / 2; ++i) total[i] += acc[i] * s[i % 4 / 2];
     }
   };
-  u32 frag[2][2][4];
+  u32 frag[2][kSteps][4];
 
-  // The wgmma's of 32-k tile kk: two chained m64nBMk16, one commit group, accumulating onto
-  // `acc` (from zero where `fresh`: a scale group's first tile). k16 step s of the stage reads
-  // 64-k block s / 4 of the A tile, 32 bytes further per step within it: 2 in the start
-  // address field (address / 16), which no step carries out of (the tile lies below 256 KiB).
-  auto issue = [&](u32 (&f)[2][4], u64 a_tile_desc, u32 kk, bool fresh) {
+  // The wgmma's of 32-k tile kk: two chained m64nBMk16 (e4m3: one m64nBMk32), one commit
+  // group, accumulating onto `acc` (from zero where `fresh`: a scale group's first tile). k16
+  // step s of the stage reads 64-k block s / 4 of the A tile, 32 bytes further per step within
+  // it (e4m3: the stage's 128 k are one block, 32 bytes per 32-k tile): 2 in the start address
+  // field (address / 16), which no step carries out of (the tile lies below 256 KiB).
+  auto issue = [&](u32 (&f)[kSteps][4], u64 a_tile_desc, u32 kk, bool fresh) {
     MOEJIT_UNROLL
-    for (u32 s = 0; s < 2; ++s) wgmma_fence_operand(f[s]);
+    for (u32 s = 0; s < kSteps; ++s) wgmma_fence_operand(f[s]);
     wgmma_fence();
-    MOEJIT_UNROLL
-    for (u32 s = 0; s < 2; ++s) {
-      const u32 step = 2 * kk + s;
-      const u64 desc = a_tile_desc + step / 4 * (S::kABlockBytes / 16) + 2 * (step % 4);
-      const u32 accumulate = s == 1 || !fresh ? 1u : 0u;
-      if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, accumulate);
-      else wgmma_m64k16_f16<BM>(acc, f[s], desc, accumulate);
+    if constexpr (kAct8) {
+      wgmma_m64k32_e4m3<BM>(acc, f[0], a_tile_desc + 2 * kk, fresh ? 0u : 1u);
+    } else {
+      MOEJIT_UNROLL
+      for (u32 s = 0; s < 2; ++s) {
+        const u32 step = 2 * kk + s;
+        const u64 desc = a_tile_desc + step / 4 * (S::kABlockBytes / 16) + 2 * (step % 4);
+        const u32 accumulate = s == 1 || !fresh ? 1u : 0u;
+        if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, accumulate);
+        else wgmma_m64k16_f16<BM>(acc, f[s], desc, accumulate);
+      }
     }
     wgmma_commit_group();
   };
@@ -170,6 +210,15 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     for (u32 s = 0; s < kAhead; ++s)
       if (s < stages) load_weights(smem + s * S::kStageBytes, s);
   grid_dependency_wait();
+  // e4m3: each row's activation scale times the registers' 2^9, in place of its a_scales row
+  // (f32 bits; 0 for no row), for the epilogue: the main loop's first barrier orders it.
+  if constexpr (kAct8) {
+    if (tid < BM) {
+      const i32 row = a_scale_row[tid];
+      const float x = row >= 0 ? static_cast<const float*>(p.a_scales)[row] : 0.0f;
+      a_scale_row[tid] = static_cast<i32>(twin::f32_bits(x * static_cast<float>(1u << gemm::kInt4E4m3Exponent)));
+    }
+  }
   for (u32 s = 0; s < kAhead; ++s) {
     if (s < stages) {
       load_activations(smem + s * S::kStageBytes, s);
@@ -252,6 +301,16 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     else if constexpr (kInt4) return acc[i] * column_scale[i % 4 / 2];
     else return acc[i] * result_scale;
   };
+  // e4m3: the scales of rows 8j + 2t and 8j + 2t + 1, written before the main loop.
+  auto row_scales = [&](u32 j, float& even, float& odd_row) {
+    if constexpr (kAct8) {
+      const u32x2 bits = ld_shared_v2(a_scale_row + 8 * j + 2 * t);
+      even = twin::f32_from_bits(bits.x);
+      odd_row = twin::f32_from_bits(bits.y);
+    } else {
+      even = odd_row = 1.0f;
+    }
+  };
   const u32 col0 = work.n0 + warp / 4 * 64 + group_warp * 16 + g;  // rows g and g + 8 of the warp's A
   const bool odd = g % 2 != 0;
   auto bias_of = [&](u32 col) {
@@ -269,9 +328,11 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   for (u32 j = 0; j < BM / 8; ++j) {
     const u32 r = 8 * j + 2 * t + (odd ? 1 : 0);  // the row this lane stores
     const i64 row = c_row[r];
+    float rs[2];
+    row_scales(j, rs[0], rs[1]);
     float v[4];
     MOEJIT_UNROLL
-    for (u32 e = 0; e < 4; ++e) v[e] = result(4 * j + e) + bias_of(col0 + 8 * (e / 2));
+    for (u32 e = 0; e < 4; ++e) v[e] = result(4 * j + e) * rs[e % 2] + bias_of(col0 + 8 * (e / 2));
     if constexpr (S::kActAndMul) {
       // Column col0 is a gate column (its n8 tile is even) and col0 + 8 its up column.
       float first, second;

@@ -150,7 +150,7 @@ TEST_CASE("a branch to a bare address and a branch to an unknown label") {
 }
 
 TEST_CASE("classify_opcode puts each opcode in its class") {
-  for (auto op : {"HMMA", "IMMA", "HGMMA", "QMMA", "OMMA", "UTCHMMA"}) CHECK(classify_opcode(op) == InstrClass::mma);
+  for (auto op : {"HMMA", "IMMA", "HGMMA", "QGMMA", "QMMA", "OMMA", "UTCHMMA"}) CHECK(classify_opcode(op) == InstrClass::mma);
   for (auto op : {"LDS", "LDSM"}) CHECK(classify_opcode(op) == InstrClass::shared_load);
   for (auto op : {"LDGSTS", "UBLKCP", "UTMALDG"}) CHECK(classify_opcode(op) == InstrClass::async_copy);
   for (auto op : {"LDG", "STG", "RED", "ATOMG"}) CHECK(classify_opcode(op) == InstrClass::global_memory);
@@ -175,6 +175,7 @@ TEST_CASE("mma_macs_per_warp_instruction reads the shape in the opcode") {
   CHECK(*mma_macs_per_warp_instruction("DMMA.884") == 8 * 8 * 4);
   // A warpgroup instruction: the 4 warps issuing it share the 64 x 128 x 16 product.
   CHECK(*mma_macs_per_warp_instruction("HGMMA.64x128x16.F32.BF16") == 64 * 128 * 16 / 4);
+  CHECK(*mma_macs_per_warp_instruction("QGMMA.64x64x32.F32.E4M3.E4M3") == 64 * 64 * 32 / 4);
   CHECK_FALSE(mma_macs_per_warp_instruction("UTCHMMA.2CTA").has_value());
 }
 
@@ -260,6 +261,38 @@ TEST_CASE("a kernel with a wgmma loop and an mma.sync loop: the wgmma loop is th
   REQUIRE(a.has_value());
   CHECK(a->warpgroup_mma);
   CHECK(a->mma_macs == 64.0 * 128 * 16 / 4);
+  CHECK(a->mma_per_stage == 4);
+}
+
+TEST_CASE("an fp8 wgmma loop (QGMMA) is a warpgroup main loop as HGMMA's is") {
+  // The W4A8 INT4 tiles: one m64n128k32 e4m3 wgmma per 32 k; an mma.sync loop beside it with
+  // more mma's does not win.
+  const SassFunction f = only_function(function_text("k", R"(
+        MOV R0, RZ                                     // 0x00
+.L_x_1:
+        WARPGROUP.ARRIVE                               // 0x10
+        QGMMA.64x128x32.F32.E4M3.E4M3 R24, R88, gdesc[UR16], R24, gsb0 // 0x20
+        WARPGROUP.DEPBAR.LE gsb0, 0x1                  // 0x30
+        @P0 BRA `(.L_x_1)                              // 0x40
+        EXIT                                           // 0x50
+.L_x_2:
+        HMMA.16816.F32.BF16 R4, R8, R12, R4            // 0x60
+        HMMA.16816.F32.BF16 R4, R8, R14, R4            // 0x70
+        IADD3 R0, R0, 0x1, RZ                          // 0x80
+        @P1 BRA `(.L_x_2)                              // 0x90
+        EXIT                                           // 0xa0
+)"));
+  const auto loops = find_loops(f);
+  REQUIRE(loops.size() == 2);
+  const auto main = find_main_loop(f, loops);
+  REQUIRE(main.has_value());
+  CHECK(main->start == 0x10);
+  CHECK(main->end == 0x40);
+  // 128 x 128 x 128 / 8 MACs per warp and stage: 4 QGMMA of 64 x 128 x 32 / 4 each.
+  const auto a = analyze_main_loop(f, 128.0 * 128 * 128 / 8);
+  REQUIRE(a.has_value());
+  CHECK(a->warpgroup_mma);
+  CHECK(a->mma_macs == 64.0 * 128 * 32 / 4);
   CHECK(a->mma_per_stage == 4);
 }
 
