@@ -51,11 +51,11 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   in.ctas = r.ctas;
   // Every row of a tile goes through the mma's, rows without a token too. mma.sync counts per
   // instruction (the profile's rate says how many an SM completes per clock, whatever their k);
-  // wgmma's in m16n8k16 equivalents at the profile's wgmma rate.
+  // wgmma's in m16n8k16 equivalents at the profile's wgmma rate (fp8: twice the MACs each).
   in.mma_per_cta = loop.mma_per_stage * warps * r.stages_per_cta;
   in.mma_per_clock = device.mma_per_clock;
   if (loop.warpgroup_mma) {
-    in.mma_per_cta *= loop.mma_macs / 2048;
+    in.mma_per_cta *= loop.mma_macs / loop.rate_macs;
     in.mma_per_clock = device.wgmma_per_clock;
   }
   r.bounds = predict_bounds(in);

@@ -352,6 +352,7 @@ std::optional<MainLoopAnalysis> analyze_main_loop(const SassFunction& function, 
     if (in.address >= main->start && in.address <= main->end && in.klass == InstrClass::mma) {
       first_mma = in.opcode;
       warpgroup = is_warpgroup_mma(in.base);
+      a.rate_macs = in.base == "QGMMA" ? 4096 : 2048;
       break;
     }
   std::optional<double> macs = mma_macs_per_warp_instruction(first_mma);

@@ -114,6 +114,10 @@ struct MainLoopAnalysis {
   double mma_per_stage = 0;   // expected mma per stage per warp: bm bn bk / warps / MACs per mma
   double mma_macs = 2048;     // MACs per warp of one of its mma (an HGMMA's warpgroup shape / 4)
   bool warpgroup_mma = false; // the mma are wgmma's (HGMMA, QGMMA): the tensor rate is the wgmma one
+  // wgmma's: the MACs one m16n8k16 equivalent of the profile's wgmma rate stands for, 2048, or
+  // 4096 for fp8 (QGMMA), whose dense rate is twice 16-bit's (H100 and H200: 1979 against 989
+  // TFLOPS).
+  double rate_macs = 2048;
   // The main loop's mma with each if-converted pair counted once: where the compiler turned a
   // branch into @P / @!P predicated copies, every copy issues, but only one side's products
   // belong to the stage.

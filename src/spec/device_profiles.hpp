@@ -41,7 +41,8 @@ struct DeviceProfile {
   std::string_view source;
   std::string_view mma_source;
   // The same on the warpgroup MMA (wgmma, sm_90a), in m16n8k16 equivalents (2048 MACs) per SM
-  // per clock; 0 where the chip has none. The grouped GEMM's sm_90a prefill tiles run on it
+  // per clock, for 16-bit types; fp8 (e4m3) runs twice the MACs at the same rate, as an e4m3
+  // m16n8k32 mma.sync counts as one m16n8k16. 0 where the chip has none. The grouped GEMM's sm_90a prefill tiles run on it
   // (kernels/grouped_gemm.hpp, gemm_uses_wgmma).
   double wgmma_per_clock = 0;
 };

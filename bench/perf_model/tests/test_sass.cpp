@@ -262,6 +262,7 @@ TEST_CASE("a kernel with a wgmma loop and an mma.sync loop: the wgmma loop is th
   CHECK(a->warpgroup_mma);
   CHECK(a->mma_macs == 64.0 * 128 * 16 / 4);
   CHECK(a->mma_per_stage == 4);
+  CHECK(a->rate_macs == 2048);
 }
 
 TEST_CASE("an fp8 wgmma loop (QGMMA) is a warpgroup main loop as HGMMA's is") {
@@ -294,6 +295,7 @@ TEST_CASE("an fp8 wgmma loop (QGMMA) is a warpgroup main loop as HGMMA's is") {
   CHECK(a->warpgroup_mma);
   CHECK(a->mma_macs == 64.0 * 128 * 32 / 4);
   CHECK(a->mma_per_stage == 4);
+  CHECK(a->rate_macs == 4096);  // fp8 wgmma: twice 16-bit's MACs per clock
 }
 
 TEST_CASE("a main loop with an inner copy loop counts the copy loop's body once") {
