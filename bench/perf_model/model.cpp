@@ -39,7 +39,9 @@ constexpr std::string_view kAssumptions[] = {
     "times warps and stages; rows without a token are multiplied too) * the profile's mma instructions per SM per "
     "clock * boost clock. That figure is bf16 m16n8k16 mma.sync, f32 accumulate; e4m3 m16n8k32 and e2m1 m16n8k64 "
     "are taken to issue at the same rate where native. On sm_90 and sm_100 it is our estimate from public "
-    "measurements (mma.sync is not their fastest tensor-core path); elsewhere the datasheet's dense peak.",
+    "measurements (mma.sync is not their fastest tensor-core path); elsewhere the datasheet's dense peak. "
+    "Warpgroup mma's (wgmma, sm_90a) count in m16n8k16 equivalents at the profile's wgmma rate: 2048 MACs each for "
+    "16-bit types, 4096 for fp8 (its dense rate is twice 16-bit's).",
     "Predicted fraction of the HBM floor = floor time / the busiest SM's time with each round at its smallest "
     "rate (and the latency ramp): at most the smallest bound, which is reported as binding.",
     "CTAs = grid x (ceil(N / bn)) * expected active tiles * split-K, grid and block from the real launch shape; "
