@@ -25,6 +25,17 @@ GemmCase wgmma_case(std::uint16_t bm, std::uint8_t stages, DType act, std::uint1
   return c;
 }
 
+// INT4 weights on a wgmma tile; e4m3 activations are scaled per token (the tiles' only kind).
+GemmCase int4_wgmma_case(WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages,
+                         DType act, std::uint16_t bk) {
+  GemmCase c = wgmma_case(bm, stages, act, bk);
+  c.weight = weight;
+  c.scale = scale;
+  c.group = group;
+  if (act == DType::e4m3) c.act_scale = ActScale::token;
+  return c;
+}
+
 void run_on_wgmma(KernelResolver& resolver, const GemmCase& c) {
   HostLauncher host(Arch::sm_90a);
   const KernelSpec spec = gemm_case_spec(c, Backend::host, Arch::sm_90a);
@@ -163,16 +174,8 @@ TEST_CASE("host grouped GEMM, wgmma tiles: experts whose scales cannot be folded
 TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, equal to and across stages, per channel") {
   TempDir dir;
   auto resolver = host_resolver(dir);
-  auto int4_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages,
-                      DType act, std::uint16_t bk) {
-    GemmCase c = wgmma_case(bm, stages, act, bk);
-    c.weight = weight;
-    c.scale = scale;
-    c.group = group;
-    return c;
-  };
   SUBCASE("128 rows, bf16, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
-    GemmCase c = int4_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::bf16, 128);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::bf16, 128);
     c.epilogue = Epilogue::silu_and_mul;
     c.bias = true;
     c.n = 160;
@@ -182,7 +185,7 @@ TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, eq
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("64 rows, f16, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out") {
-    GemmCase c = int4_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4, DType::f16, 128);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4, DType::f16, 128);
     c.epilogue = Epilogue::swiglu_oai;
     c.out = DType::f32;
     c.layout = Layout::contiguous;
@@ -192,14 +195,14 @@ TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, eq
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("32 rows, bf16, zero points, bf16 scales, g128 = two 64-k stages, masked, 6 k stages") {
-    GemmCase c = int4_case(WeightFormat::int4_asym, DType::bf16, 128, 32, 3, DType::bf16, 64);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 128, 32, 3, DType::bf16, 64);
     c.layout = Layout::masked;
     c.k = 384;
     c.tokens = 40;
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("32 rows, f16, symmetric, bf16 scales, g128 across two 64-k stages, indexed, topk_weight, one A row per pair") {
-    GemmCase c = int4_case(WeightFormat::int4_sym, DType::bf16, 128, 32, 4, DType::f16, 64);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 32, 4, DType::f16, 64);
     c.epilogue = Epilogue::topk_weight;
     c.k = 512;
     c.tokens = 30;
@@ -207,21 +210,21 @@ TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, eq
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("64 rows, bf16, zero points, f16 scales, per channel (group = K, 3 stages), N 96") {
-    GemmCase c = int4_case(WeightFormat::int4_asym, DType::f16, 384, 64, 3, DType::bf16, 128);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::f16, 384, 64, 3, DType::bf16, 128);
     c.n = 96;
     c.k = 384;
     c.tokens = 45;
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("128 rows, f16, symmetric, f16 scales, per channel with 64 k per stage, one token, blocks dropped") {
-    GemmCase c = int4_case(WeightFormat::int4_sym, DType::f16, 256, 128, 4, DType::f16, 64);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::f16, 256, 128, 4, DType::f16, 64);
     c.k = 256;
     c.tokens = 1;
     c.drop_blocks = true;
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("64 rows, bf16, zero points, bf16 scales, g64 = one stage, 5 stages (past the slots), bias, topk_weight") {
-    GemmCase c = int4_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 64);
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 64);
     c.epilogue = Epilogue::topk_weight;
     c.bias = true;
     c.k = 320;
@@ -236,12 +239,7 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
   TempDir dir;
   auto resolver = host_resolver(dir);
   auto w4a8_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
-    GemmCase c = wgmma_case(bm, stages, DType::e4m3, 128);
-    c.act_scale = ActScale::token;
-    c.weight = weight;
-    c.scale = scale;
-    c.group = group;
-    return c;
+    return int4_wgmma_case(weight, scale, group, bm, stages, DType::e4m3, 128);
   };
   SUBCASE("128 rows, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
     GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3);

@@ -46,7 +46,7 @@ const RowsShape& rows_shape(std::uint16_t bm) {
 }
 
 // The tiles on sm_90a's warpgroup MMA (MXFP4, or INT4 with groups of 64 k or more, x bf16/f16;
-// kernels/grouped_gemm.hpp): two warpgroups of 64 columns each, every warp dequantizing its 16
+// such INT4 x e4m3 scaled per token, at 128 k; kernels/grouped_gemm.hpp): two warpgroups of 64 columns each, every warp dequantizing its 16
 // columns once per stage for all the tile's rows, up to 128 k per stage. The 64- and 128-row
 // ones get one stage more than the mma.sync tiles, since their copies run one stage less ahead
 // (templates/gemm/grouped_gemm_wgmma.cuh).

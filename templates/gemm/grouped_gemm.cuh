@@ -61,8 +61,8 @@ MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
 }
 
 // Where 16-byte chunk `chunk` of row `row` lies in a stage's A tile: rows of the swizzle above,
-// or, in the wgmma tiles, blocks of 64 k (GemmShape::kABlockBytes) whose 128-byte rows are
-// wgmma's 128-byte swizzle (the same one for 64 k of a 16-bit type).
+// or, in the wgmma tiles, blocks (GemmShape::kABlockBytes) whose 128-byte rows, 64 k of a
+// 16-bit type or 128 k of e4m3, are wgmma's 128-byte swizzle.
 template <class S>
 MOEJIT_DEVICE u32 a_tile_offset(u32 row, u32 chunk) {
   if constexpr (S::kWgmma) return chunk / 8 * S::kABlockBytes + row * 128 + ((chunk % 8) ^ (row % kSwizzleRows)) * 16;
@@ -257,7 +257,8 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
                        z_bytes);
   };
 
-  // The wgmma tiles: INT4 weights, and MXFP4 experts whose scales fold into the fragments.
+  // The wgmma tiles: INT4 weights (with 16-bit or e4m3 activations), and MXFP4 experts whose
+  // scales fold into the fragments.
   if constexpr (S::kWgmma && (kFragmentScales || !S::kMxfp4)) {
     run_tile_wgmma<Spec>(p, work, smem, dependency_pending, load_activations, load_weights);
     return;

@@ -77,9 +77,9 @@ struct GemmShape {
 
   // Copies per stage in 16-byte chunks, and per thread.
   static constexpr u32 kARowChunks = kARowBytes / 16;  // 16-byte chunks in one A row of the tile
-  // Bytes from one A row of the tile to the next. The wgmma tiles keep each 64 k of 16-bit
-  // activations as a block of BM rows x 128 bytes (kABlockBytes apart), the unit of wgmma's
-  // 128-byte swizzle; the other tiles store whole rows.
+  // Bytes from one A row of the tile to the next. The wgmma tiles keep each 128 bytes of k (64
+  // k of 16-bit activations, 128 of e4m3) as a block of BM rows x 128 bytes (kABlockBytes
+  // apart), the unit of wgmma's 128-byte swizzle; the other tiles store whole rows.
   static constexpr u32 kARowPitch = kWgmma ? 128 : kARowBytes;
   static constexpr u32 kABlockBytes = BM * 128;
   static constexpr u32 kAChunks = BM * kARowChunks, kBChunks = BN * BK / 32;

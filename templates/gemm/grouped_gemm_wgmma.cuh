@@ -71,9 +71,10 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // e4m3: one k32 wgmma per 32-k tile; 16-bit types: two k16 ones.
   constexpr bool kAct8 = S::kAct8;
   constexpr u32 kSteps = kAct8 ? 1 : 2;
-  const i64* c_row = reinterpret_cast<const i64*>(smem + S::kStages * S::kStageBytes) + BM;
-  // e4m3: each row's index into a_scales (grouped_gemm_kernel), replaced by its scale below.
-  [[maybe_unused]] i32* a_scale_row = reinterpret_cast<i32*>(smem + S::kStages * S::kStageBytes + 2 * BM * sizeof(i64));
+  // The row tables grouped_gemm_kernel wrote after the stages: A offsets, C rows, a_scales rows.
+  i64* const c_row = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes) + BM;
+  // e4m3: each row's index into a_scales, replaced by its scale below.
+  [[maybe_unused]] i32* const a_scale_row = reinterpret_cast<i32*>(c_row + BM);
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
   const u32 group_warp = warp % 4;
