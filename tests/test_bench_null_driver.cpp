@@ -214,8 +214,22 @@ TEST_CASE("bench_gemm on the null driver makes the CUTLASS baselines' weights an
   TempDir dir;
   const auto j = run_on_null_driver(dir, {"--no-layers", "--formats", "int4_g128"});
   if (j.is_null()) return;
-  // Without a real driver cudart fails its first call; the dense rate says so.
   CHECK(j["bf16_gemm"]["tflops"].is_null());
+#if !MOEJIT_TEST_CUTLASS_KERNELS
+  // A build configured without the kernels (CI's test build) says so for each baseline, and
+  // counts none as failed.
+  CHECK(j["bf16_gemm"]["reason"].get<std::string>().find("MOEJIT_CUTLASS_KERNELS=OFF") != std::string::npos);
+  REQUIRE(j["cases"].size() == 6);
+  for (const auto& c : j["cases"])
+    for (const char* name : {"cutlass_bf16_grouped", "cutlass_int4_grouped"}) {
+      INFO(c.dump());
+      CHECK(c["baselines"][name]["not_applicable"].get<std::string>().find("not in this build") != std::string::npos);
+    }
+  CHECK(j["summary"]["baseline_failures"] == 0);
+  MESSAGE("skipped the CUTLASS plans' checks: this build has no CUTLASS kernels (-DMOEJIT_CUTLASS_KERNELS=OFF)");
+  return;
+#endif
+  // Without a real driver cudart fails its first call; the dense rate says so.
   CHECK(j["bf16_gemm"]["error"].get<std::string>().find("prepare_bf16_dense") != std::string::npos);
   REQUIRE(j["cases"].size() == 6);
   for (const auto& c : j["cases"]) {

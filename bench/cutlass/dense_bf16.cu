@@ -57,17 +57,9 @@ constexpr const char* kName = "cutlass_bf16_dense: TMA warp-specialized cooperat
 
 }  // namespace
 
-PlanResult prepare_bf16_dense(int m, int n, int k, const void* a, const void* w, void* d) {
+PlanResult kernels::bf16_dense(int m, int n, int k, const void* a, const void* w, void* d) {
   constexpr const char* fn = "prepare_bf16_dense";
   const std::string f = fn;
-  if (m <= 0) return {nullptr, f + ": m = " + std::to_string(m) + "; expected > 0"};
-  if (n <= 0 || n % 8 != 0)
-    return {nullptr, f + ": n = " + std::to_string(n) + "; expected a positive multiple of 8 (16-byte rows of D for TMA)"};
-  if (k <= 0 || k % 8 != 0)
-    return {nullptr, f + ": k = " + std::to_string(k) + "; expected a positive multiple of 8 (16-byte rows of A and W for TMA)"};
-  for (auto [name, ptr] : {std::pair{"a", a}, std::pair{"w", w}, std::pair<const char*, const void*>{"d", d}})
-    if (auto e = detail::check_pointer(fn, name, -1, ptr); !e.empty()) return {nullptr, e};
-
   auto plan = std::make_unique<detail::GemmPlan<Gemm>>(kName);
   cutlass::KernelHardwareInfo hw;
   if (auto e = detail::hardware_info<GemmKernel>(fn, hw); !e.empty()) return {nullptr, e};
@@ -91,8 +83,8 @@ PlanResult prepare_bf16_dense(int m, int n, int k, const void* a, const void* w,
 
 #else
 
-PlanResult prepare_bf16_dense(int, int, int, const void*, const void*, void*) {
-  return {nullptr, "prepare_bf16_dense: not built (CUTLASS_ARCH_MMA_SM90_SUPPORTED needs nvcc 12+)"};
+PlanResult kernels::bf16_dense(int, int, int, const void*, const void*, void*) {
+  return detail::not_built("prepare_bf16_dense", detail::kToolkitTooOld);
 }
 
 #endif

@@ -111,6 +111,16 @@ inline std::string current_device(const char* fn, int& device) {
   return {};
 }
 
+// Why a prepare function has no kernel to run: this library was configured without the kernels
+// (MOEJIT_CUTLASS_KERNELS=OFF, as the test build in CI is: nvcc spends about ten CPU-minutes on
+// them and only the GPU check runs them), or the toolkit is too old for them.
+inline constexpr const char* kConfiguredOut =
+    "the CUTLASS kernels are not in this build (configured with -DMOEJIT_CUTLASS_KERNELS=OFF; the default, ON, "
+    "compiles them)";
+inline constexpr const char* kToolkitTooOld =
+    "not built (the kernels need nvcc 12.3+: CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)";
+inline PlanResult not_built(const char* fn, const char* why) { return {nullptr, std::string(fn) + ": " + why}; }
+
 // A grouped kernel's epilogue arguments set to D = 1 * accumulator: the same scalars for every
 // group, no beta (the kernels have no C operand).
 template <typename Fusion>
@@ -125,10 +135,17 @@ void plain_product(Fusion& fusion) {
 
 }  // namespace moejit::bench::cutlass_baseline::detail
 
+// The kernels, one translation unit each, compiled only when MOEJIT_CUTLASS_KERNELS is on: the
+// public prepare functions (prepare_bf16.cu, int4_weights.cu) call them once the arguments pass
+// their checks.
+namespace moejit::bench::cutlass_baseline::kernels {
+PlanResult bf16_grouped(const GroupedProblem& p);
+PlanResult bf16_dense(int m, int n, int k, const void* a, const void* w, void* d);
+}  // namespace moejit::bench::cutlass_baseline::kernels
+
 namespace moejit::bench::cutlass_baseline::int4 {
 // The int4 kernels for each activation type and tile width (grouped_int4_n*.cu,
-// grouped_int4_fp8_n*.cu), called by prepare_int4_grouped and prepare_int4_fp8_grouped once they
-// have checked the problem.
+// grouped_int4_fp8_n*.cu), likewise.
 PlanResult prepare_n16(const GroupedProblem& p, int group);
 PlanResult prepare_n128(const GroupedProblem& p, int group);
 PlanResult prepare_fp8_n16(const GroupedProblem& p, int group);

@@ -69,9 +69,8 @@ constexpr const char* kName = "cutlass_bf16_grouped: ptr-array TMA warp-speciali
 
 }  // namespace
 
-PlanResult prepare_bf16_grouped(const GroupedProblem& p) {
+PlanResult kernels::bf16_grouped(const GroupedProblem& p) {
   constexpr const char* fn = "prepare_bf16_grouped";
-  if (auto e = detail::check_grouped(fn, p, /*with_scales=*/false); !e.empty()) return {nullptr, e};
   auto plan = std::make_unique<detail::GemmPlan<Gemm, Shape3>>(kName);
   const int groups = static_cast<int>(p.m.size());
 
@@ -121,8 +120,8 @@ PlanResult prepare_bf16_grouped(const GroupedProblem& p) {
 
 #else  // nvcc older than 12.3: no modifiable TMA descriptors, no grouped kernel
 
-PlanResult prepare_bf16_grouped(const GroupedProblem&) {
-  return {nullptr, "prepare_bf16_grouped: not built (CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED needs nvcc 12.3+)"};
+PlanResult kernels::bf16_grouped(const GroupedProblem&) {
+  return detail::not_built("prepare_bf16_grouped", detail::kToolkitTooOld);
 }
 
 #endif

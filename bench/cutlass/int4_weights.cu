@@ -1,6 +1,6 @@
 // The int4 baselines' host side: weights and scales in the kernels' layouts, and the checks and
 // tile choice of prepare_int4_grouped and prepare_int4_fp8_grouped (the kernels are in
-// grouped_int4_n*.cu and grouped_int4_fp8_n*.cu).
+// grouped_int4_n*.cu and grouped_int4_fp8_n*.cu, compiled when MOEJIT_CUTLASS_KERNELS is on).
 
 #include <algorithm>
 #include <cmath>
@@ -168,39 +168,39 @@ namespace {
 
 using TilePrepare = PlanResult (*)(const GroupedProblem&, int);
 
-// Checks `p` for `Act`'s kernel, then picks the tile along the activation rows: 16 when every
-// group fits in one (decode), else 128.
+// Checks `p` for `Act`'s kernel (in every build), then picks the tile along the activation rows:
+// 16 when every group fits in one (decode), else 128.
 template <class Act>
-[[maybe_unused]] PlanResult prepare_checked(const char* fn, const GroupedProblem& p, int group, TilePrepare n16,
-                                            TilePrepare n128) {
+PlanResult prepare_checked(const char* fn, const GroupedProblem& p, int group, [[maybe_unused]] TilePrepare n16,
+                           [[maybe_unused]] TilePrepare n128) {
   if (auto e = check_int4_problem<Act>(fn, p, group); !e.empty()) return {nullptr, e};
+#if !MOEJIT_CUTLASS_KERNELS
+  return detail::not_built(fn, detail::kConfiguredOut);
+#elif !defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+  return detail::not_built(fn, detail::kToolkitTooOld);
+#else
   const int max_m = *std::max_element(p.m.begin(), p.m.end());
   return max_m <= 16 ? n16(p, group) : n128(p, group);
+#endif
 }
 
-[[maybe_unused]] PlanResult not_built(const char* fn) {
-  return {nullptr, std::string(fn) + ": not built (CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED needs nvcc 12.3+)"};
-}
+// The kernels' entry points when this library has them; none otherwise (prepare_checked then
+// never calls them).
+#if MOEJIT_CUTLASS_KERNELS && defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
+constexpr TilePrepare kBf16N16 = int4::prepare_n16, kBf16N128 = int4::prepare_n128;
+constexpr TilePrepare kFp8N16 = int4::prepare_fp8_n16, kFp8N128 = int4::prepare_fp8_n128;
+#else
+constexpr TilePrepare kBf16N16 = nullptr, kBf16N128 = nullptr, kFp8N16 = nullptr, kFp8N128 = nullptr;
+#endif
 
 }  // namespace
 
 PlanResult prepare_int4_grouped(const GroupedProblem& p, int group) {
-#if defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
-  return prepare_checked<int4::Bf16Act>("prepare_int4_grouped", p, group, int4::prepare_n16, int4::prepare_n128);
-#else
-  (void)p, (void)group;
-  return not_built("prepare_int4_grouped");
-#endif
+  return prepare_checked<int4::Bf16Act>("prepare_int4_grouped", p, group, kBf16N16, kBf16N128);
 }
 
 PlanResult prepare_int4_fp8_grouped(const GroupedProblem& p, int group) {
-#if defined(CUTLASS_ARCH_MMA_MODIFIABLE_TMA_SM90_SUPPORTED)
-  return prepare_checked<int4::E4m3Act>("prepare_int4_fp8_grouped", p, group, int4::prepare_fp8_n16,
-                                        int4::prepare_fp8_n128);
-#else
-  (void)p, (void)group;
-  return not_built("prepare_int4_fp8_grouped");
-#endif
+  return prepare_checked<int4::E4m3Act>("prepare_int4_fp8_grouped", p, group, kFp8N16, kFp8N128);
 }
 
 }  // namespace moejit::bench::cutlass_baseline
