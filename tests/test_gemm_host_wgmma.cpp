@@ -5,7 +5,8 @@
 // bf16 and f16 activations, every layout and epilogue, stage counts below, at and past the
 // pipeline's slots, N not a multiple of the tile, experts that fall back to the mma.sync path
 // inside the same kernel (which reads the same A tile), and INT4 weights, whose scale groups
-// are summed apart (groups of half a stage, one stage, two stages, and per channel).
+// are summed apart (groups of half a stage, one stage, two stages, and per channel), with
+// 16-bit activations or e4m3 ones scaled per token or per 128 k.
 
 #include <doctest/doctest.h>
 
@@ -25,14 +26,14 @@ GemmCase wgmma_case(std::uint16_t bm, std::uint8_t stages, DType act, std::uint1
   return c;
 }
 
-// INT4 weights on a wgmma tile; e4m3 activations are scaled per token (the tiles' only kind).
+// INT4 weights on a wgmma tile; e4m3 activations scaled per token unless `act_scale` says.
 GemmCase int4_wgmma_case(WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages,
-                         DType act, std::uint16_t bk) {
+                         DType act, std::uint16_t bk, ActScale act_scale = ActScale::token) {
   GemmCase c = wgmma_case(bm, stages, act, bk);
   c.weight = weight;
   c.scale = scale;
   c.group = group;
-  if (act == DType::e4m3) c.act_scale = ActScale::token;
+  if (act == DType::e4m3) c.act_scale = act_scale;
   return c;
 }
 
@@ -296,6 +297,82 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
     // Activation scales near 2^-120 (f32 subnormals) and 2^100.
     CAPTURE(shift);
     GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 64, 3);
+    c.a_exponent_shift = shift;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 256;
+    c.tokens = 70;
+    run_on_wgmma(*resolver, c);
+  }
+}
+
+TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations scaled per 128 k") {
+  // Every stage (one 128-k block) summed apart: times its columns' group scales and its rows'
+  // scales for the block, which the stage carries (one 4-byte copy per row), and 2^9. Runs that
+  // end at a stage's first tile are the previous stage's; scale groups of half a stage end
+  // inside one, per-channel scales span all.
+  TempDir dir;
+  auto resolver = host_resolver(dir);
+  auto block_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
+    return int4_wgmma_case(weight, scale, group, bm, stages, DType::e4m3, 128, ActScale::block128);
+  };
+  SUBCASE("128 rows, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
+    GemmCase c = block_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 384;
+    c.tokens = 70;
+    c.topk = 4;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out, scales column-major") {
+    GemmCase c = block_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.a_scales_column_major = true;
+    c.n = 256;
+    c.k = 512;
+    c.tokens = 150;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("32 rows, zero points, bf16 scales, per channel (group = K), masked, [E][K / 128][m] scales, 6 stages") {
+    GemmCase c = block_case(WeightFormat::int4_asym, DType::bf16, 768, 32, 3);
+    c.layout = Layout::masked;
+    c.a_scales_column_major = true;
+    c.k = 768;
+    c.tokens = 40;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, symmetric, f16 scales, per channel over 6 stages, indexed, topk_weight, one A row per pair") {
+    GemmCase c = block_case(WeightFormat::int4_sym, DType::f16, 768, 64, 4);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 768;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("128 rows, zero points, f16 scales, g128, one token, blocks dropped") {
+    GemmCase c = block_case(WeightFormat::int4_asym, DType::f16, 128, 128, 4);
+    c.k = 256;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, zero points, bf16 scales, g128: NaN codes make their rows NaN, +-448 and subnormal codes exact") {
+    GemmCase c = block_case(WeightFormat::int4_asym, DType::bf16, 128, 64, 3);
+    c.a_edge_bytes = true;
+    c.layout = Layout::contiguous;
+    c.out = DType::f32;
+    c.k = 384;
+    c.tokens = 77;
+    run_on_wgmma(*resolver, c);
+  }
+  for (int shift : {-120, 100}) {
+    // Activation scales near 2^-120 (f32 subnormals) and 2^100.
+    CAPTURE(shift);
+    GemmCase c = block_case(WeightFormat::int4_sym, DType::bf16, 128, 64, 3);
     c.a_exponent_shift = shift;
     c.out = DType::f32;
     c.layout = Layout::contiguous;

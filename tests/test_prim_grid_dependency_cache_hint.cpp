@@ -2,7 +2,8 @@
 // cache hint on cp.async (templates/common/cp_async.cuh): a kernel using them compiles with NVRTC
 // for every default target, its PTX carries the instructions where the target has them
 // (griddepcontrol vanishes below sm_90), and on the host backend it copies exactly what the
-// unhinted copy does.
+// unhinted copy does. The same kernel checks the 4-byte cp.async (cp_async_ca_4, one f32 per
+// row) against its input, with and without zero fill.
 
 #include <doctest/doctest.h>
 
@@ -26,7 +27,8 @@ using namespace moejit::test;
 namespace {
 
 // Each block copies its 16 bytes per thread global -> shared with cp.async (mode 0: hinted,
-// evict-first; 1: unhinted; 2 and 3: the same with src_size 8, so the upper 8 bytes are zero),
+// evict-first; 1: unhinted; 2 and 3: the same with src_size 8, so the upper 8 bytes are zero; 4:
+// four 4-byte copies; 5: the same with src_size 0 for the upper two, which are then zero),
 // waits, and writes the block's shared memory back out reversed by thread, so every output word
 // went through another thread's copy. Everything an earlier kernel wrote (the input) is read after
 // grid_dependency_wait(); the next kernel may be scheduled once the block's loads are done.
@@ -48,9 +50,13 @@ MOEJIT_GLOBAL void pdl_hint_copy(hosttest::Params p) {
   unsigned char* sh = dynamic_shared();
   grid_dependency_wait();
   const u32* src = p.in + (first + t) * 4;
-  const u32 src_bytes = p.mode >= 2 ? 8 : 16;
-  if (p.mode % 2 == 0) cp_async_cg_16_hint(sh + t * 16, src, policy, src_bytes);
-  else cp_async_cg_16(sh + t * 16, src, src_bytes);
+  if (p.mode >= 4) {
+    for (u32 w = 0; w < 4; ++w) cp_async_ca_4(sh + t * 16 + 4 * w, src + w, p.mode == 5 && w >= 2 ? 0u : 4u);
+  } else {
+    const u32 src_bytes = p.mode >= 2 ? 8 : 16;
+    if (p.mode % 2 == 0) cp_async_cg_16_hint(sh + t * 16, src, policy, src_bytes);
+    else cp_async_cg_16(sh + t * 16, src, src_bytes);
+  }
   cp_async_commit();
   cp_async_wait<0>();
   block_sync();
@@ -104,6 +110,9 @@ TEST_CASE("griddepcontrol and the evict-first cp.async compile for every target 
     CHECK(contains(*ptx, "createpolicy.fractional.L2::evict_first.b64"));
     CHECK(contains(*ptx, "cp.async.cg.shared.global.L2::cache_hint"));
     CHECK(contains(*ptx, "cp.async.cg.shared.global ["));  // the unhinted copy stays unhinted
+    const auto four = ptx->find("cp.async.ca.shared.global [");
+    REQUIRE(four != std::string::npos);
+    CHECK(contains(ptx->substr(four, ptx->find(';', four) - four), "], 4,"));
     const bool pdl = info.sm >= 90;
     CHECK(contains(*ptx, "griddepcontrol.wait;") == pdl);
     CHECK(contains(*ptx, "griddepcontrol.launch_dependents;") == pdl);
@@ -117,7 +126,7 @@ TEST_CASE("griddepcontrol and the evict-first cp.async compile for every target 
   }
 }
 
-TEST_CASE("the evict-first cp.async copies what cp.async.cg does on the host backend") {
+TEST_CASE("the evict-first cp.async copies what cp.async.cg does on the host backend and so do 4-byte copies") {
   auto compiler = host_compiler_or_skip();
   if (!compiler) return;
   auto k = build_host_test_kernel(*compiler, {{kEntry, kPdlCopyKernel}}, kEntry, "pdl_hint_copy", kThreads, kShared);
@@ -126,7 +135,7 @@ TEST_CASE("the evict-first cp.async copies what cp.async.cg does on the host bac
   alignas(16) std::array<std::uint32_t, kWords> in;  // cp.async sources are 16-byte aligned
   for (std::uint32_t i = 0; i < kWords; ++i) in[i] = 0x9e3779b9u * (i + 1) ^ (i << 7);
   std::vector<std::array<std::uint32_t, kWords>> outs;
-  for (std::uint32_t mode = 0; mode < 4; ++mode) {
+  for (std::uint32_t mode = 0; mode < 6; ++mode) {
     CAPTURE(mode);
     alignas(16) std::array<std::uint32_t, kWords> out;
     out.fill(0xdeadbeefu);
@@ -138,12 +147,16 @@ TEST_CASE("the evict-first cp.async copies what cp.async.cg does on the host bac
     REQUIRE_MESSAGE(s.ok(), s.message());
     for (std::uint32_t i = 0; i < kWords; ++i) {
       CAPTURE(i);
-      // src_size 8 (modes 2, 3): the first two words of each 16 bytes copied, the rest zero.
-      const std::uint32_t expected = mode < 2 || i % 4 < 2 ? in[i] : 0u;
+      // src_size 8 (modes 2, 3) or the upper two 4-byte copies with src_size 0 (mode 5): the
+      // first two words of each 16 bytes copied, the rest zero.
+      const bool upper_zero = mode == 2 || mode == 3 || mode == 5;
+      const std::uint32_t expected = !upper_zero || i % 4 < 2 ? in[i] : 0u;
       REQUIRE(out[i] == expected);
     }
     outs.push_back(out);
   }
   CHECK(outs[0] == outs[1]);  // hinted and unhinted: the same bytes
   CHECK(outs[2] == outs[3]);
+  CHECK(outs[4] == outs[0]);  // four 4-byte copies: the same bytes as one of 16
+  CHECK(outs[5] == outs[2]);
 }

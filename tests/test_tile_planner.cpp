@@ -140,15 +140,16 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
       CHECK(small.tile.warps == 4);
     }
   }
-  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's), MXFP4 with e4m3
-  // activations (its scales change every 32 k, and e4m3 registers have no room for them) and
-  // INT4 with e4m3 activations scaled per 128 k: the mma.sync prefill tiles.
+  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's) and MXFP4 with e4m3
+  // activations (its scales change every 32 k, and e4m3 registers have no room for them): the
+  // mma.sync prefill tiles.
   for (const auto& [weight, act, act_scale, group] :
        {std::tuple{WeightFormat::int4_sym, DType::bf16, ActScale::none, 32u},
         std::tuple{WeightFormat::int4_asym, DType::f16, ActScale::none, 32u},
         std::tuple{WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32u},
-        std::tuple{WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128u},
-        std::tuple{WeightFormat::int4_asym, DType::e4m3, ActScale::token, 32u}}) {
+        std::tuple{WeightFormat::mxfp4, DType::e4m3, ActScale::block128, 32u},
+        std::tuple{WeightFormat::int4_asym, DType::e4m3, ActScale::token, 32u},
+        std::tuple{WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 32u}}) {
     GemmWork w = prefill_work(weight, weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16, group, act);
     w.act_scale = act_scale;
     const TileConfig t = plan_gemm(w, 64, Arch::sm_90a, 132).tile;
@@ -169,17 +170,21 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 64, 128, 64, 4, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, ActScale::none, 32, 128, 128, 64, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::none, 128, 128, 128, 64, 8, 4, 1));
-  // e4m3: INT4 (groups of 64 k or more) with per-token scales, and only at 128 k per stage.
+  // e4m3: INT4 (groups of 64 k or more) with per-token or per-128-k scales, and only at 128 k
+  // per stage.
   CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 128, 8, 4, 1));
   CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::e4m3, ActScale::token, 64, 32, 128, 128, 8, 6, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128, 128, 128, 128, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::e4m3, ActScale::block128, 4096, 64, 128, 128, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 64, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128, 128, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128, 128, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 32, 128, 128, 128, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90, WeightFormat::int4_sym, DType::bf16, ActScale::none, 128, 128, 128, 64, 8, 4, 1));
 }
 
-TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (per-token activation scales, 128 k) are the e4m3 wgmma ones") {
+TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (activation scales per token or per 128 k, 128 k) are the e4m3 wgmma ones") {
   for (const auto& [weight, scale, group] : {std::tuple{WeightFormat::int4_sym, DType::bf16, 128u},
                                              std::tuple{WeightFormat::int4_asym, DType::f16, 64u},
                                              std::tuple{WeightFormat::int4_sym, DType::bf16, 7168u}}) {
@@ -196,17 +201,21 @@ TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (per-token activation scales, 128 k)
       CHECK(t.warps == 8);
       CHECK(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::token, group, t.bm, t.bn, t.bk, t.warps,
                             t.stages, 1));
-      // The same with per-128-k scales, and on the other targets: mma.sync.
+      // The same with per-128-k scales (each stage carries its rows' scales: more shared
+      // memory, the same tile); on the other targets, mma.sync.
       GemmWork block = w;
       block.act_scale = ActScale::block128;
       const TileConfig b = plan_gemm(block, bm, Arch::sm_90a, 132).tile;
-      CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::block128, group, b.bm, b.bn, b.bk,
-                                  b.warps, b.stages, 1));
-      for (Arch other : {Arch::sm_89, Arch::sm_100a, Arch::sm_120a}) {
-        const TileConfig o = plan_gemm(w, bm, other, 132).tile;
-        CHECK_FALSE(gemm_uses_wgmma(other, weight, DType::e4m3, ActScale::token, group, o.bm, o.bn, o.bk, o.warps,
-                                    o.stages, 1));
-      }
+      CHECK(b.bm == bm);
+      CHECK(b.bk == 128);
+      CHECK(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::block128, group, b.bm, b.bn, b.bk, b.warps,
+                            b.stages, 1));
+      for (Arch other : {Arch::sm_89, Arch::sm_100a, Arch::sm_120a})
+        for (const GemmWork& work : {w, block}) {
+          const TileConfig o = plan_gemm(work, bm, other, 132).tile;
+          CHECK_FALSE(gemm_uses_wgmma(other, weight, DType::e4m3, work.act_scale, group, o.bm, o.bn, o.bk, o.warps,
+                                      o.stages, 1));
+        }
     }
     // A K that is no multiple of 128 stays on mma.sync (an e4m3 row of 64 k is no 128-byte
     // swizzle row).

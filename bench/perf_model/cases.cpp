@@ -29,6 +29,7 @@ constexpr std::array kWeightChoices = {
     WeightChoice{"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
     WeightChoice{"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3},
     WeightChoice{"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3},
+    WeightChoice{"int4_g128_w4a8_block128", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3, true},
     WeightChoice{"mxfp4_w4a4", WeightFormat::mxfp4, DType::e8m0, 32, DType::e2m1},
     // f16 models (and GPTQ/AWQ checkpoints, whose scales are f16): the mma runs in f16.
     WeightChoice{"mxfp4_f16", WeightFormat::mxfp4, DType::e8m0, 32, DType::f16},
@@ -48,7 +49,9 @@ Result<dispatch::FusedMoeSpecs> heuristic_specs(const dispatch::MoeLayerShape& m
   r.w2 = {format.weight, format.group, format.scale, model.experts, model.hidden, model.intermediate, false,
           placeholder, placeholder, nullptr, nullptr, order};
   r.act = format.act == DType::f16 ? DType::f16 : DType::bf16;  // quantized activations come from bf16
-  r.act_scale = format.act == DType::e4m3 ? ActScale::token : format.act == DType::e2m1 ? ActScale::block32 : ActScale::none;
+  r.act_scale = format.act == DType::e4m3   ? (format.block128 ? ActScale::block128 : ActScale::token)
+                : format.act == DType::e2m1 ? ActScale::block32
+                                            : ActScale::none;
   r.out = DType::bf16;
   r.activation = model.activation;
   r.topk = model.topk;

@@ -39,6 +39,9 @@ struct WeightChoice {
   // with per-token scales); e2m1: W4A4 (MXFP4 weights packed for e2m1 activations, E8M0 per 32;
   // sm_120a / sm_121a only). Quantized activations arrive in bf16 and the layer quantizes them.
   DType act = DType::bf16;
+  // e4m3: per token, or per 128 k where block128 (as DeepSeek's checkpoints and DeepEP's
+  // dispatch scale them).
+  bool block128 = false;
 };
 std::span<const WeightChoice> weight_choices();
 const WeightChoice* find_weight_choice(std::string_view name);

@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
   app.add_option("--models-dir", o.models_dir, "Where model names are looked up")->capture_default_str();
   app.add_option("--formats", o.formats, "Weight formats: mxfp4 (e8m0 scales, group 32), int4_g128 (symmetric, bf16 "
                                           "scales); with e4m3 activations (per-token scales): mxfp4_w4a8, "
-                                          "int4_g128_w4a8; with e2m1 activations (sm_120a/121a): mxfp4_w4a4; with f16 "
+                                          "int4_g128_w4a8 (int4_g128_w4a8_block128: scales per 128 k); with e2m1 activations (sm_120a/121a): mxfp4_w4a4; with f16 "
                                           "activations (f16 scales for INT4): mxfp4_f16, int4_g128_f16")
       ->capture_default_str();
   app.add_option("--tokens", o.tokens, "Token counts T (T > 64 is flagged prefill)")->capture_default_str();

@@ -110,7 +110,8 @@ TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, Weig
   for (; stages >= 2; --stages) {
     const std::uint32_t bytes = gemm_shared_bytes(t.bm, t.bn, t.bk, static_cast<std::uint32_t>(stages),
                                                   group >= t.bk ? t.bk : group, scale_bytes_of(scale),
-                                                  weight == WeightFormat::int4_asym, 16, wgmma);
+                                                  weight == WeightFormat::int4_asym, 16, wgmma,
+                                                  gemm_stages_row_scales(wgmma, act, act_scale));
     if (bytes <= limit) break;
   }
   t.stages = static_cast<std::uint8_t>(stages >= 2 ? stages : 0);
@@ -183,10 +184,16 @@ double estimated_bytes_per_warp_instruction(const TileConfig& t, bool wgmma, con
     // e4m3 activations: q - z as e4m3 bytes takes six operations per register of four (the
     // sign apart from the magnitude) where bf16 takes two per pair, and one wgmma per 32 k, not
     // two: INT4 g128 at 64 rows runs 276 instructions per 128-k stage against bf16's 218.
+    // e4m3 scaled per 128 k: every run's sums also times their rows' scales, read from shared
+    // memory (BM / 8 LDS.64 and BM / 2 FMUL per thread and run), and the stage's copy of them
+    // (about 20 more: g128 at 64 rows runs 338 instructions per stage against 276 per token, at
+    // 128 rows 412 against 312).
     const double path = w.act == DType::e4m3 ? 0.79 : 1.0;
     const std::uint32_t groups_per_stage = w.weight == WeightFormat::mxfp4 ? 1 : gemm_scale_rows(t.bk, w.group_size);
+    const double row_scaling =
+        gemm_stages_row_scales(wgmma, w.act, w.act_scale) ? groups_per_stage * (t.bm / 2.0 + t.bm / 8.0) + 20.0 : 0.0;
     const double bytes_per_warp = 16.0 * t.bk / 2;  // 16 columns of the stage per warp
-    return bytes_per_warp / (bytes_per_warp / (base * path) + (groups_per_stage - 1) * t.bm / 2.0);
+    return bytes_per_warp / (bytes_per_warp / (base * path) + (groups_per_stage - 1) * t.bm / 2.0 + row_scaling);
   }
   if (t.bm > 32) {
     const double rows_64 = w.weight == WeightFormat::mxfp4 ? 3.8 : 2.8;
@@ -292,7 +299,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
                                          tile.warps, tile.stages, 1);
       const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
                                                      scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym, 16,
-                                                     wgmma);
+                                                     wgmma, gemm_stages_row_scales(wgmma, w.act, w.act_scale));
       GemmTimeInputs in = time_inputs_of(device);
       in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, wgmma, w, arch);
       in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +

@@ -116,8 +116,10 @@ std::uint32_t scale_bytes(const KernelSpec& s) { return s.scale == DType::e8m0 ?
 std::uint32_t act_bits(DType act) { return act == DType::e2m1 ? 4 : act == DType::e4m3 ? 8 : 16; }
 
 std::uint32_t gemm_dynamic_shared(const KernelSpec& s) {
+  const bool wgmma = gemm_uses_wgmma(s);
   return gemm_shared_bytes(s.bm, s.bn, s.bk, s.stages, s.group_size, scale_bytes(s),
-                           s.weight == WeightFormat::int4_asym, act_bits(s.act), gemm_uses_wgmma(s));
+                           s.weight == WeightFormat::int4_asym, act_bits(s.act), wgmma,
+                           gemm_stages_row_scales(wgmma, s.act, s.act_scale));
 }
 
 std::uint32_t gemm_block_threads(const KernelSpec& s) { return s.warps * 32u; }
@@ -199,12 +201,18 @@ bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_sca
   // every tile's (templates/gemm/grouped_gemm_wgmma.cuh).
   const bool int4_groups = weight != WeightFormat::mxfp4 && group >= 64;
   // e4m3 activations: INT4 only (MXFP4's E8M0 scales change every 32 k and e4m3 registers have
-  // no room for them), scaled per token (applied in the epilogue), and 128 k per stage (one
-  // 128-byte swizzle row of 8-bit activations).
+  // no room for them), scaled per token (applied in the epilogue) or per 128 k (applied with the
+  // weights' scales at every stage, which is one such block), and 128 k per stage (one 128-byte
+  // swizzle row of 8-bit activations).
   const bool act16 = (act == DType::bf16 || act == DType::f16) && (weight == WeightFormat::mxfp4 || int4_groups);
-  const bool act8 = act == DType::e4m3 && act_scale == ActScale::token && int4_groups && bk == 128;
+  const bool act8 = act == DType::e4m3 && (act_scale == ActScale::token || act_scale == ActScale::block128) &&
+                    int4_groups && bk == 128;
   return arch == Arch::sm_90a && (act16 || act8) && (bm == 32 || bm == 64 || bm == 128) && bn == 128 &&
          (bk == 64 || bk == 128) && warps == 8 && stages >= 3 && split_k == 1;
+}
+
+bool gemm_stages_row_scales(bool wgmma, DType act, ActScale act_scale) {
+  return wgmma && act == DType::e4m3 && act_scale == ActScale::block128;
 }
 
 bool gemm_uses_wgmma(const KernelSpec& s) {

@@ -17,14 +17,17 @@ extern const KernelDef kGroupedGemmKernel;
 
 // Whether the spec's tile runs on sm_90a's warpgroup MMA (templates/gemm/grouped_gemm_wgmma.cuh):
 // bf16/f16 activations with MXFP4 weights or INT4 weights with scale groups of 64 k or more
-// (`group`: the spec's, K for per-channel scales); or e4m3 activations scaled per token with
-// such INT4 weights and bk 128. bm 32, 64 or 128, bn 128, bk 64 or 128, 8 warps, 3+ stages, no
-// split-K. MXFP4 experts whose scale bytes cannot be folded into the fragments take the
-// mma.sync path of the same kernel.
+// (`group`: the spec's, K for per-channel scales); or e4m3 activations scaled per token or per
+// 128 k with such INT4 weights and bk 128. bm 32, 64 or 128, bn 128, bk 64 or 128, 8 warps, 3+
+// stages, no split-K. MXFP4 experts whose scale bytes cannot be folded into the fragments take
+// the mma.sync path of the same kernel.
 bool gemm_uses_wgmma(const KernelSpec& spec);
 bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_scale, std::uint32_t group,
                      std::uint32_t bm, std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
                      std::uint32_t split_k);
+// Whether each pipeline stage also holds the f32 scale of every row for its k (the `row_scales`
+// of gemm_shared_bytes): the wgmma tiles (`wgmma`) with e4m3 activations scaled per 128 k.
+bool gemm_stages_row_scales(bool wgmma, DType act, ActScale act_scale);
 
 // The output tiles of a launch for the run-time row count `m` (GroupedGemmParams::m): column
 // tiles, row tiles (the most the layout can need for m rows; 0 when m = 0) and K splits.

@@ -1,6 +1,7 @@
 #pragma once
 // Asynchronous global -> shared copies. PTX ISA: cp.async.{ca,cg}.shared.global [dst], [src],
-// 16, src_size (bytes past src_size are zero-filled; .cg bypasses L1), cp.async.commit_group,
+// 16, src_size (bytes past src_size are zero-filled; .cg bypasses L1; .ca also copies 4 or 8
+// bytes, used for one f32 per row), cp.async.commit_group,
 // cp.async.wait_group N (all but the newest N committed groups complete), cp.async.wait_all.
 // Host twin: copies are queued and performed by the wait that completes their group, so a
 // kernel that reads shared memory before the right wait reads poison.
@@ -28,6 +29,15 @@ struct L2Policy {
 // 16 bytes, cached in L1 and L2; `src_bytes` (0..16) real bytes, the rest zero.
 MOEJIT_DEVICE void cp_async_ca_16(void* smem, const void* gmem, u32 src_bytes = 16) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(
+                   static_cast<u32>(__cvta_generic_to_shared(smem))),
+               "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+
+// 4 bytes (both addresses 4-byte aligned), cached in L1 and L2; `src_bytes` 0 or 4 (0: zero,
+// nothing read).
+MOEJIT_DEVICE void cp_async_ca_4(void* smem, const void* gmem, u32 src_bytes = 4) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(
                    static_cast<u32>(__cvta_generic_to_shared(smem))),
                "l"(gmem), "r"(src_bytes)
                : "memory");
@@ -67,6 +77,9 @@ MOEJIT_DEVICE void cp_async_wait() {
 
 MOEJIT_DEVICE void cp_async_ca_16(void* smem, const void* gmem, u32 src_bytes = 16) {
   moejit_host_runtime->cp_async(smem, gmem, 16, src_bytes);
+}
+MOEJIT_DEVICE void cp_async_ca_4(void* smem, const void* gmem, u32 src_bytes = 4) {
+  moejit_host_runtime->cp_async(smem, gmem, 4, src_bytes);
 }
 MOEJIT_DEVICE void cp_async_cg_16(void* smem, const void* gmem, u32 src_bytes = 16) {
   moejit_host_runtime->cp_async(smem, gmem, 16, src_bytes);

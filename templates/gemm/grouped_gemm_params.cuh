@@ -221,24 +221,25 @@ constexpr u32 act_and_mul_column_of(u32 j, u32 half) {
 
 // Shared memory of one pipeline stage and of the whole kernel, in bytes. The stage holds the A
 // tile (bm x bk, act_bits each: 16 for bf16/f16, 8 for e4m3, 4 for e2m1), the packed B tiles
-// (bn x bk / 2), the scale rows the stage's k range touches (bn each) and, for int4_asym, as many
-// zero-point rows (bn bytes each). Tiles on the warpgroup MMA (gemm/grouped_gemm_wgmma.cuh) read
-// each stage's A tile in the 128-byte swizzle, which follows shared-window addresses: their
-// stages are padded to kWgmmaStageAlign bytes, and the kernel takes that many more to align its
-// first stage.
+// (bn x bk / 2), the scale rows the stage's k range touches (bn each), for int4_asym as many
+// zero-point rows (bn bytes each) and, where `row_scales`, the f32 scale of each of the bm rows
+// for the stage's k (e4m3 scaled per 128 k on the wgmma tiles). Tiles on the warpgroup MMA
+// (gemm/grouped_gemm_wgmma.cuh) read each stage's A tile in the 128-byte swizzle, which follows
+// shared-window addresses: their stages are padded to kWgmmaStageAlign bytes, and the kernel
+// takes that many more to align its first stage.
 inline constexpr u32 kWgmmaStageAlign = 1024;
 constexpr u32 gemm_scale_rows(u32 bk, u32 group) { return group >= bk ? 1 : bk / group; }
 constexpr u32 gemm_stage_bytes(u32 bm, u32 bn, u32 bk, u32 group, u32 scale_bytes, bool zeros, u32 act_bits = 16,
-                               bool wgmma = false) {
-  const u32 bytes =
-      bm * bk * act_bits / 8 + bn * bk / 2 + gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0));
+                               bool wgmma = false, bool row_scales = false) {
+  const u32 bytes = bm * bk * act_bits / 8 + bn * bk / 2 +
+                    gemm_scale_rows(bk, group) * bn * (scale_bytes + (zeros ? 1 : 0)) + (row_scales ? bm * 4 : 0);
   return wgmma ? (bytes + kWgmmaStageAlign - 1) / kWgmmaStageAlign * kWgmmaStageAlign : bytes;
 }
 // Plus the per-row A offsets and C rows (8 bytes each) of the block's bm rows and, for quantized
 // (e4m3, e2m1) activations, the rows of their scales (4 bytes each).
 constexpr u32 gemm_shared_bytes(u32 bm, u32 bn, u32 bk, u32 stages, u32 group, u32 scale_bytes,
-                                bool zeros, u32 act_bits = 16, bool wgmma = false) {
-  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros, act_bits, wgmma) +
+                                bool zeros, u32 act_bits = 16, bool wgmma = false, bool row_scales = false) {
+  return stages * gemm_stage_bytes(bm, bn, bk, group, scale_bytes, zeros, act_bits, wgmma, row_scales) +
          bm * (act_bits < 16 ? 20 : 16) + (wgmma ? kWgmmaStageAlign : 0);
 }
 

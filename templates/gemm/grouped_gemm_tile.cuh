@@ -54,8 +54,13 @@ struct GemmShape {
   static constexpr u32 scale_row_in_stage(u32 kk) { return G >= BK ? 0 : kk * 32 / G; }
   // sm_90a's warpgroup MMA (gemm/grouped_gemm_wgmma.cuh): chosen on the host (gemm_uses_wgmma).
   static constexpr bool kWgmma = Spec::wgmma;
+  // The wgmma tiles with e4m3 scaled per 128 k: each stage (one such block) also holds every
+  // row's f32 scale for its k, after the zero points.
+  static constexpr bool kStageRowScales = kWgmma && kActScaleBlock;
+  static constexpr u32 kRowScaleBytes = kStageRowScales ? BM * 4 : 0;
   static constexpr u32 kStageBytes =
-      kWgmma ? (kABytes + kBBytes + kSBytes + kZBytes + kWgmmaStageAlign - 1) / kWgmmaStageAlign * kWgmmaStageAlign
+      kWgmma ? (kABytes + kBBytes + kSBytes + kZBytes + kRowScaleBytes + kWgmmaStageAlign - 1) / kWgmmaStageAlign *
+                   kWgmmaStageAlign
              : kABytes + kBBytes + kSBytes + kZBytes;
   static constexpr bool kActAndMul =
       Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
@@ -87,15 +92,18 @@ struct GemmShape {
   static constexpr u32 kAPerThread = (kAChunks + kThreads - 1) / kThreads;
   static constexpr u32 kBPerThread = (kBChunks + kThreads - 1) / kThreads;
 
-  static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits, kWgmma));
+  static_assert(kStageBytes == gemm_stage_bytes(BM, BN, BK, G, kScaleBytes, kAsym, kActBits, kWgmma, kStageRowScales));
   static_assert(!kWgmma || (Spec::sm == 90 && (kMxfp4 || G >= 64) && !kAct4 && BN == 128 &&
                             (BK == 64 || BK == 128) && kWarps == 8 && (BM == 32 || BM == 64 || BM == 128) &&
                             Spec::split_k == 1 && kStages >= 3),
                 "the wgmma tiles: sm_90a, MXFP4 or INT4 (groups of 64 k or more), 32, 64 or 128 x 128 x 64 or 128, "
                 "8 warps, no split-K, 3+ stages");
-  static_assert(!kWgmma || !kAct8 || (!kMxfp4 && Spec::act_scale == kernel_enum::act_scale_token && BK == 128),
-                "the wgmma tiles with e4m3 activations: INT4 weights, per-token scales, 128 k per stage (one "
-                "128-byte swizzle row)");
+  static_assert(!kWgmma || !kAct8 ||
+                    (!kMxfp4 &&
+                     (Spec::act_scale == kernel_enum::act_scale_token || Spec::act_scale == kernel_enum::act_scale_block128) &&
+                     BK == 128),
+                "the wgmma tiles with e4m3 activations: INT4 weights, scales per token or per 128 k, 128 k per stage "
+                "(one 128-byte swizzle row, one scale block)");
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
 #if MOEJIT_TARGET_DEVICE
   // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.

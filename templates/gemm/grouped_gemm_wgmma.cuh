@@ -2,8 +2,8 @@
 // The grouped GEMM's main loop and epilogue on the warpgroup MMA of sm_90a (common/wgmma.cuh),
 // for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
 // the fragments, or INT4 weights with scale groups of 64 k or more, x bf16/f16 activations; or
-// such INT4 weights x e4m3 activations scaled per token; 32, 64 or 128 rows x 128 columns x 64
-// or 128 k per stage (128 for e4m3), 8 warps, no split-K).
+// such INT4 weights x e4m3 activations scaled per token or per 128 k; 32, 64 or 128 rows x 128
+// columns x 64 or 128 k per stage (128 for e4m3), 8 warps, no split-K).
 //
 // The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
 // registers: warpgroup h (warps 4h .. 4h + 3) owns packed columns 64h .. 64h + 63 of the tile,
@@ -39,7 +39,12 @@
 // two per n8 tile; gemm::int4_e4m3_registers makes them (q - z) 2^-9 exactly, and, pairwise,
 // they are wgmma's A fragment as for 16-bit types. A stage's 128 k of a row are one 128-byte
 // swizzle row. The activations' per-token scales, times 2^9, multiply each row's sums in the
-// epilogue: read once per tile into shared memory before the main loop.
+// epilogue: read once per tile into shared memory before the main loop. Scales per 128 k
+// change at every stage, so every stage's sums are added into `total` apart, times their
+// column's group scale and their row's scale for the stage (and 2^9): each stage carries its
+// rows' scales, copied with its activations (one 4-byte cp.async per row), and a run that
+// starts at a stage's first tile is the previous stage's, whose slot is intact until the next
+// stage's copies are issued.
 //
 // Accumulator d[4j + r] of a thread (lane = 4g + t) is packed column 64h + 16q + g + 8 (r / 2)
 // of row 8j + 2t + r % 2 of the tile. Row pairs of adjacent columns are swapped between lanes
@@ -71,9 +76,13 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // e4m3: one k32 wgmma per 32-k tile; 16-bit types: two k16 ones.
   constexpr bool kAct8 = S::kAct8;
   constexpr u32 kSteps = kAct8 ? 1 : 2;
+  // e4m3 scaled per 128 k: each stage's sums scaled apart, by the rows' scales the stage holds.
+  constexpr bool kRowBlocks = S::kStageRowScales;
+  constexpr bool kTotal = kGroupRuns || kRowBlocks;
+  constexpr u32 kRowScaleOffset = S::kABytes + S::kBBytes + S::kSBytes + S::kZBytes;
   // The row tables grouped_gemm_kernel wrote after the stages: A offsets, C rows, a_scales rows.
   i64* const c_row = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes) + BM;
-  // e4m3: each row's index into a_scales, replaced by its scale below.
+  // e4m3: each row's index into a_scales (per token: replaced by its scale below).
   [[maybe_unused]] i32* const a_scale_row = reinterpret_cast<i32*>(c_row + BM);
 
   const u32 tid = thread_x(), warp = tid / 32, lane = lane_id(), g = lane / 4, t = lane % 4;
@@ -167,16 +176,58 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   float acc[BM / 2];
   MOEJIT_UNROLL
   for (u32 i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
-  float total[kGroupRuns ? BM / 2 : 1];  // INT4: the finished groups' scaled sums
+  float total[kTotal ? BM / 2 : 1];  // INT4: the finished runs' scaled sums
   MOEJIT_UNROLL
-  for (u32 i = 0; i < (kGroupRuns ? BM / 2 : 1); ++i) total[i] = 0.0f;
-  // Adds the finished group's sums, times their scales, into `total`: after its wgmma's complete.
-  auto add_group = [&]() {
-    if constexpr (kGroupRuns) {
+  for (u32 i = 0; i < (kTotal ? BM / 2 : 1); ++i) total[i] = 0.0f;
+  // Adds the finished run's sums, times their scales, into `total`: after its wgmma's complete.
+  // Rows scaled per 128 k: also times the scales of rows 8j + 2t and 8j + 2t + 1 that
+  // `run_stage` (the run's stage) holds.
+  auto add_group = [&]([[maybe_unused]] const unsigned char* run_stage) {
+    if constexpr (kTotal) {
       float s[2];
       unpack_scale_pair<Spec>(group_scales, s[0], s[1]);
-      MOEJIT_UNROLL
-      for (u32 i = 0; i < BM / 2; ++i) total[i] += acc[i] * s[i % 4 / 2];
+      if constexpr (kRowBlocks) {
+        MOEJIT_UNROLL
+        for (u32 c = 0; c < 2; ++c) s[c] *= static_cast<float>(1u << gemm::kInt4E4m3Exponent);
+        const unsigned char* row_scales = run_stage + kRowScaleOffset + 8 * t;  // row 2t; 8j further: 32j bytes
+        MOEJIT_UNROLL
+        for (u32 j = 0; j < BM / 8; ++j) {
+          const u32x2 bits = ld_shared_v2(row_scales + 32 * j);
+          const float r[2] = {twin::f32_from_bits(bits.x), twin::f32_from_bits(bits.y)};
+          MOEJIT_UNROLL
+          for (u32 e = 0; e < 4; ++e) total[4 * j + e] += acc[4 * j + e] * (s[e / 2] * r[e % 2]);
+        }
+      } else {
+        MOEJIT_UNROLL
+        for (u32 i = 0; i < BM / 2; ++i) total[i] += acc[i] * s[i % 4 / 2];
+      }
+    }
+  };
+  // Rows scaled per 128 k: the stage's scale of row tid, from a_scales (0 for no row), copied
+  // with the stage's activations. Stages load in order, from 128-k block stage_begin on, so the
+  // source advances by one block per copy (not at all for no row: nothing is read).
+  [[maybe_unused]] const float* row_scale_next = static_cast<const float*>(p.a_scales);
+  [[maybe_unused]] i64 row_scale_step = 0;
+  [[maybe_unused]] u32 row_scale_bytes = 0;
+  if constexpr (kRowBlocks) {
+    if (tid < BM) {
+      const i32 row = a_scale_row[tid];
+      const i64 k_stride = p.a_scale_k_stride != 0 ? p.a_scale_k_stride : 1;
+      const i64 expert_base =
+          Spec::layout == kernel_enum::masked ? static_cast<i64>(work.expert) * p.a_scale_expert_skew : 0;
+      if (row >= 0) {
+        row_scale_next += static_cast<i64>(row) * p.a_scale_ld + static_cast<i64>(work.stage_begin) * k_stride + expert_base;
+        row_scale_step = k_stride;
+        row_scale_bytes = 4;
+      }
+    }
+  }
+  auto load_row_scales = [&]([[maybe_unused]] unsigned char* stage) {
+    if constexpr (kRowBlocks) {
+      if (tid < BM) {
+        cp_async_ca_4(stage + kRowScaleOffset + 4 * tid, row_scale_next, row_scale_bytes);
+        row_scale_next += row_scale_step;
+      }
     }
   };
   u32 frag[2][kSteps][4];
@@ -211,9 +262,10 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     for (u32 s = 0; s < kAhead; ++s)
       if (s < stages) load_weights(smem + s * S::kStageBytes, s);
   grid_dependency_wait();
-  // e4m3: each row's activation scale times the registers' 2^9, in place of its a_scales row
-  // (f32 bits; 0 for no row), for the epilogue: the main loop's first barrier orders it.
-  if constexpr (kAct8) {
+  // e4m3 per token: each row's activation scale times the registers' 2^9, in place of its
+  // a_scales row (f32 bits; 0 for no row), for the epilogue: the main loop's first barrier
+  // orders it.
+  if constexpr (kAct8 && !kRowBlocks) {
     if (tid < BM) {
       const i32 row = a_scale_row[tid];
       const float x = row >= 0 ? static_cast<const float*>(p.a_scales)[row] : 0.0f;
@@ -223,6 +275,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   for (u32 s = 0; s < kAhead; ++s) {
     if (s < stages) {
       load_activations(smem + s * S::kStageBytes, s);
+      load_row_scales(smem + s * S::kStageBytes);
       if (!dependency_pending) load_weights(smem + s * S::kStageBytes, s);
     }
     cp_async_commit();
@@ -236,6 +289,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   u32 slot = 0, load_slot = S::kStages - 2;
   unsigned char* compute_ptr = smem;
   unsigned char* load_ptr = smem + load_slot * S::kStageBytes;
+  [[maybe_unused]] const unsigned char* previous_ptr = smem;  // stage i - 1's slot
   u64 compute_desc =
       make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowPitch, WgmmaLayout::swizzle_128b);
   for (u32 i = 0; i < stages; ++i) {
@@ -245,6 +299,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     const u32 next = i + kAhead;
     if (next < stages) {
       load_activations(load_ptr, next);
+      load_row_scales(load_ptr);
       load_weights(load_ptr, next);
     }
     cp_async_commit();
@@ -261,20 +316,24 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
       if constexpr (kInt4)
         group_start = S::G >= BK ? kk == 0 && (i == 0 || (kGroupRuns && stage_index % (S::G / BK) == 0))
                                  : kk * 32 % S::G == 0;
+      // A run of sums scaled together starts with each group and, rows scaled per 128 k, with
+      // each stage.
+      const bool run_start = group_start || (kRowBlocks && kk == 0);
       if (group_start) load_group_zeros(compute_ptr, kk);
       dequantize(frag[kk % 2], compute_ptr, kk);
-      if (group_start) {
-        if (i != 0 || kk != 0) {  // the previous group's sums, complete
+      if (run_start) {
+        if (i != 0 || kk != 0) {  // the previous run's sums, complete
           wgmma_wait_group<0>();
           wgmma_fence_operand(acc);
-          add_group();
+          add_group(kk == 0 ? previous_ptr : compute_ptr);
         }
-        load_group_scales(compute_ptr, kk);
+        if (group_start) load_group_scales(compute_ptr, kk);
       }
-      issue(frag[kk % 2], compute_desc, kk, group_start);
+      issue(frag[kk % 2], compute_desc, kk, run_start);
       wgmma_wait_group<1>();
     }
     const bool wrap = slot + 1 == S::kStages, load_wrap = load_slot + 1 == S::kStages;
+    previous_ptr = compute_ptr;
     slot = wrap ? 0 : slot + 1;
     compute_ptr = wrap ? compute_ptr - kWrapBack : compute_ptr + S::kStageBytes;
     compute_desc = wrap ? compute_desc - kWrapBack / 16 : compute_desc + S::kStageBytes / 16;
@@ -283,6 +342,8 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   }
   wgmma_wait_group<0>();
   wgmma_fence_operand(acc);
+  // Rows scaled per 128 k: the last stage's sums, into `total` like the others.
+  if constexpr (kRowBlocks) add_group(previous_ptr);
   cp_async_wait<0>();
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
@@ -298,13 +359,14 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   [[maybe_unused]] float column_scale[2] = {1.0f, 1.0f};
   if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, column_scale[0], column_scale[1]);
   auto result = [&](u32 i) {
-    if constexpr (kGroupRuns) return total[i] + acc[i] * column_scale[i % 4 / 2];
+    if constexpr (kRowBlocks) return total[i];  // every run scaled, rows' scales included
+    else if constexpr (kGroupRuns) return total[i] + acc[i] * column_scale[i % 4 / 2];
     else if constexpr (kInt4) return acc[i] * column_scale[i % 4 / 2];
     else return acc[i] * result_scale;
   };
-  // e4m3: the scales of rows 8j + 2t and 8j + 2t + 1, written before the main loop.
+  // e4m3 per token: the scales of rows 8j + 2t and 8j + 2t + 1, written before the main loop.
   auto row_scales = [&](u32 j, float& even, float& odd_row) {
-    if constexpr (kAct8) {
+    if constexpr (kAct8 && !kRowBlocks) {
       const u32x2 bits = ld_shared_v2(a_scale_row + 8 * j + 2 * t);
       even = twin::f32_from_bits(bits.x);
       odd_row = twin::f32_from_bits(bits.y);
