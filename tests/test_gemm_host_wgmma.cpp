@@ -234,13 +234,17 @@ TEST_CASE("host grouped GEMM, wgmma tiles: INT4 weights, scale groups within, eq
   }
 }
 
-TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations scaled per token") {
-  // One e4m3 wgmma per 32 k; q - z as e4m3 bytes (2^-9 each), each scale group summed apart as
-  // for 16-bit activations, and each row's scale (times 2^9) applied in the epilogue.
+namespace {
+
+// The W4A8 cases, with e4m3 activations scaled per token or per 128 k (those stored
+// column-major in two of them, as DeepEP's dispatch and DeepGEMM lay them out, in [E][K / 128][m]
+// slabs for the masked layout), against fp64 of the quantized inputs.
+void run_w4a8_cases(ActScale act_scale) {
   TempDir dir;
   auto resolver = host_resolver(dir);
-  auto w4a8_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
-    return int4_wgmma_case(weight, scale, group, bm, stages, DType::e4m3, 128);
+  const bool block = act_scale == ActScale::block128;
+  auto w4a8_case = [&](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
+    return int4_wgmma_case(weight, scale, group, bm, stages, DType::e4m3, 128, act_scale);
   };
   SUBCASE("128 rows, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
     GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3);
@@ -257,6 +261,7 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
     c.epilogue = Epilogue::swiglu_oai;
     c.out = DType::f32;
     c.layout = Layout::contiguous;
+    c.a_scales_column_major = block;
     c.n = 256;
     c.k = 512;
     c.tokens = 150;
@@ -265,6 +270,7 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
   SUBCASE("32 rows, zero points, bf16 scales, per channel (group = K), masked, 6 stages (past the slots)") {
     GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::bf16, 768, 32, 3);
     c.layout = Layout::masked;
+    c.a_scales_column_major = block;
     c.k = 768;
     c.tokens = 40;
     run_on_wgmma(*resolver, c);
@@ -275,6 +281,13 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
     c.k = 256;
     c.tokens = 30;
     c.a_per_pair = true;
+    run_on_wgmma(*resolver, c);
+  }
+  SUBCASE("64 rows, symmetric, f16 scales, per channel over 6 stages, indexed, topk_weight") {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::f16, 768, 64, 4);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 768;
+    c.tokens = 30;
     run_on_wgmma(*resolver, c);
   }
   SUBCASE("128 rows, zero points, f16 scales, g128, one token, blocks dropped") {
@@ -306,78 +319,18 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
   }
 }
 
+}  // namespace
+
+TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations scaled per token") {
+  // One e4m3 wgmma per 32 k; q - z as e4m3 bytes (2^-9 each), each scale group summed apart as
+  // for 16-bit activations, and each row's scale (times 2^9) applied in the epilogue.
+  run_w4a8_cases(ActScale::token);
+}
+
 TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations scaled per 128 k") {
   // Every stage (one 128-k block) summed apart: times its columns' group scales and its rows'
   // scales for the block, which the stage carries (one 4-byte copy per row), and 2^9. Runs that
   // end at a stage's first tile are the previous stage's; scale groups of half a stage end
   // inside one, per-channel scales span all.
-  TempDir dir;
-  auto resolver = host_resolver(dir);
-  auto block_case = [](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
-    return int4_wgmma_case(weight, scale, group, bm, stages, DType::e4m3, 128, ActScale::block128);
-  };
-  SUBCASE("128 rows, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160") {
-    GemmCase c = block_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3);
-    c.epilogue = Epilogue::silu_and_mul;
-    c.bias = true;
-    c.n = 160;
-    c.k = 384;
-    c.tokens = 70;
-    c.topk = 4;
-    run_on_wgmma(*resolver, c);
-  }
-  SUBCASE("64 rows, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out, scales column-major") {
-    GemmCase c = block_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4);
-    c.epilogue = Epilogue::swiglu_oai;
-    c.out = DType::f32;
-    c.layout = Layout::contiguous;
-    c.a_scales_column_major = true;
-    c.n = 256;
-    c.k = 512;
-    c.tokens = 150;
-    run_on_wgmma(*resolver, c);
-  }
-  SUBCASE("32 rows, zero points, bf16 scales, per channel (group = K), masked, [E][K / 128][m] scales, 6 stages") {
-    GemmCase c = block_case(WeightFormat::int4_asym, DType::bf16, 768, 32, 3);
-    c.layout = Layout::masked;
-    c.a_scales_column_major = true;
-    c.k = 768;
-    c.tokens = 40;
-    run_on_wgmma(*resolver, c);
-  }
-  SUBCASE("64 rows, symmetric, f16 scales, per channel over 6 stages, indexed, topk_weight, one A row per pair") {
-    GemmCase c = block_case(WeightFormat::int4_sym, DType::f16, 768, 64, 4);
-    c.epilogue = Epilogue::topk_weight;
-    c.k = 768;
-    c.tokens = 30;
-    c.a_per_pair = true;
-    run_on_wgmma(*resolver, c);
-  }
-  SUBCASE("128 rows, zero points, f16 scales, g128, one token, blocks dropped") {
-    GemmCase c = block_case(WeightFormat::int4_asym, DType::f16, 128, 128, 4);
-    c.k = 256;
-    c.tokens = 1;
-    c.drop_blocks = true;
-    run_on_wgmma(*resolver, c);
-  }
-  SUBCASE("64 rows, zero points, bf16 scales, g128: NaN codes make their rows NaN, +-448 and subnormal codes exact") {
-    GemmCase c = block_case(WeightFormat::int4_asym, DType::bf16, 128, 64, 3);
-    c.a_edge_bytes = true;
-    c.layout = Layout::contiguous;
-    c.out = DType::f32;
-    c.k = 384;
-    c.tokens = 77;
-    run_on_wgmma(*resolver, c);
-  }
-  for (int shift : {-120, 100}) {
-    // Activation scales near 2^-120 (f32 subnormals) and 2^100.
-    CAPTURE(shift);
-    GemmCase c = block_case(WeightFormat::int4_sym, DType::bf16, 128, 64, 3);
-    c.a_exponent_shift = shift;
-    c.out = DType::f32;
-    c.layout = Layout::contiguous;
-    c.k = 256;
-    c.tokens = 70;
-    run_on_wgmma(*resolver, c);
-  }
+  run_w4a8_cases(ActScale::block128);
 }
