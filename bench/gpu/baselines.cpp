@@ -58,13 +58,13 @@ std::string_view to_string(Baseline b) {
 std::string not_applicable(Baseline b, const GemmCase& c, Arch arch) {
   // Which baseline fits the case first, whether this build has it last: a dry run of a build
   // without the kernels still lists each case's own baselines, as ones it lacks.
-  const auto fits_but_missing = [](Baseline) -> std::string {
+  const auto fits_but_missing = []() -> std::string {
     if (cb::available()) return {};
     return "the CUTLASS kernels are not in this build (" + cb::build_info() + ")";
   };
   if (arch != Arch::sm_90a)
     return fmt::format("the CUTLASS kernels are built for sm_90a only (wgmma, TMA); this target is {}", to_string(arch));
-  if (b == Baseline::cutlass_bf16_grouped) return fits_but_missing(b);
+  if (b == Baseline::cutlass_bf16_grouped) return fits_but_missing();
   if (c.format->weight != WeightFormat::int4_sym)
     return "CUTLASS's Hopper mixed-input grouped GEMM has no E2M1 + E8M0 (MXFP4) weight mode; the INT4 g128 "
            "case of the same problem has this baseline";
@@ -73,7 +73,7 @@ std::string not_applicable(Baseline b, const GemmCase& c, Arch arch) {
     return fp8 ? "W4A16: CUTLASS's int4 x bf16 kernel (cutlass_int4_grouped) is this case's baseline"
                : "W4A8: CUTLASS's int4 x e4m3 kernel (cutlass_int4_fp8_grouped) is this case's baseline";
   if (c.format->scale != DType::bf16) return "the CUTLASS int4 baselines are built from bf16 scales";
-  return fits_but_missing(b);
+  return fits_but_missing();
 }
 
 namespace {

@@ -58,6 +58,7 @@ struct GemmShape {
   // row's f32 scale for its k, after the zero points.
   static constexpr bool kStageRowScales = kWgmma && kActScaleBlock;
   static constexpr u32 kRowScaleBytes = kStageRowScales ? BM * 4 : 0;
+  static constexpr u32 kRowScaleOffset = kABytes + kBBytes + kSBytes + kZBytes;  // within a stage
   static constexpr u32 kStageBytes =
       kWgmma ? (kABytes + kBBytes + kSBytes + kZBytes + kRowScaleBytes + kWgmmaStageAlign - 1) / kWgmmaStageAlign *
                    kWgmmaStageAlign

@@ -79,7 +79,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // e4m3 scaled per 128 k: each stage's sums scaled apart, by the rows' scales the stage holds.
   constexpr bool kRowBlocks = S::kStageRowScales;
   constexpr bool kTotal = kGroupRuns || kRowBlocks;
-  constexpr u32 kRowScaleOffset = S::kABytes + S::kBBytes + S::kSBytes + S::kZBytes;
+  constexpr u32 kRowScaleOffset = S::kRowScaleOffset;
   // The row tables grouped_gemm_kernel wrote after the stages: A offsets, C rows, a_scales rows.
   i64* const c_row = reinterpret_cast<i64*>(smem + S::kStages * S::kStageBytes) + BM;
   // e4m3: each row's index into a_scales (per token: replaced by its scale below).
