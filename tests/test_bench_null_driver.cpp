@@ -175,6 +175,31 @@ TEST_CASE("bench_gemm runs W4A4 beside W4A16 on a 12.0 null driver, and only its
   CHECK(j["layer_summary"]["failed"] == 3);
 }
 
+TEST_CASE("bench_gemm runs INT4 W4A8 with scales per token and per 128 k on the null driver, and only its output checks fail") {
+  // e4m3 activations with one f32 scale per row, or rows of K / 128 of them (a_scale_ld), against
+  // INT4 weights packed for e4m3; the layers quantize their bf16 hidden states each way. Every
+  // launch checked by the library (the scale rows' stride among it) and made.
+  TempDir dir;
+  const auto j = run_on_null_driver(dir, {"--no-baselines", "--no-split-sweep", "--formats", "int4_g128_w4a8,int4_g128_w4a8_block128"});
+  if (j.is_null()) return;
+  CHECK(j["kernels"]["errors"].empty());
+  REQUIRE(j["cases"].size() == 12);
+  REQUIRE(j["layers"].size() == 6);
+  int block128 = 0;
+  for (const auto& c : j["cases"]) {
+    INFO(c.dump());
+    CHECK(c["act"] == "e4m3");
+    REQUIRE(c.contains("error"));
+    CHECK(c["error"].get<std::string>().find("outputs are not finite") != std::string::npos);
+    CHECK(c["vs_w4a16"]["none"].get<std::string>().find("was not run") != std::string::npos);
+    if (c["format"] == "int4_g128_w4a8_block128") ++block128;
+  }
+  CHECK(block128 == 6);
+  check_layers_reached_output_check(j);
+  CHECK(j["summary"]["failed"] == 12);
+  CHECK(j["layer_summary"]["failed"] == 6);
+}
+
 TEST_CASE("bench_gemm runs f16 activations beside bf16 on the null driver, and only its output checks fail") {
   // f16 activations, outputs and INT4 scales, MXFP4 weights packed for f16 (the a16f16 order, its
   // packing mark in each expert's range word), every launch checked by the library and made.

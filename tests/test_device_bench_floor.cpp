@@ -34,12 +34,12 @@ TEST_SUITE("device") {
 TEST_CASE("bench cases: every model x format x projection x token count, in weight-sharing order") {
   // gpt-oss-120b (K = 2880 in both projections) has no INT4 g128 cases: 128 does not divide 2880.
   // The f16, W4A8 and W4A4 formats run at the 3 quick token counts in either mode, after every
-  // bf16 case.
+  // bf16 case; W4A8 with scales per 128 k has INT4 cases only (3 models).
   constexpr std::size_t mxfp4_and_int4 = 3 * 2 + 1;  // (model, format) pairs of two formats
   const auto full = enumerate_cases(false);
-  CHECK(full.size() == mxfp4_and_int4 * 2 * 11 + 2 * mxfp4_and_int4 * 2 * 3 + 4 * 2 * 3);
+  CHECK(full.size() == mxfp4_and_int4 * 2 * 11 + 2 * mxfp4_and_int4 * 2 * 3 + 4 * 2 * 3 + 3 * 2 * 3);
   const auto quick = enumerate_cases(true);
-  CHECK(quick.size() == 3 * mxfp4_and_int4 * 2 * 3 + 4 * 2 * 3);
+  CHECK(quick.size() == 3 * mxfp4_and_int4 * 2 * 3 + 4 * 2 * 3 + 3 * 2 * 3);
   bool beside_seen = false;
   for (const GemmCase& c : full) {
     CHECK(applicable(c));
@@ -117,6 +117,21 @@ TEST_CASE("bench floor: W4A8 reads one byte per activation and a 4-byte scale pe
   CHECK(case_bytes(down, 20.5).act_in == 32.0 * (768 + 4));  // one row per pair
 }
 
+TEST_CASE("bench floor: W4A8 with scales per 128 k reads a 4-byte scale per row and 128 k") {
+  const WeightChoice& f = format("int4_g128_w4a8_block128");
+  CHECK(f.bf16_twin == "int4_g128");
+  CHECK(f.act == DType::e4m3);
+  CHECK(case_act_scale(f) == ActScale::block128);
+  CHECK(case_act_scale(format("int4_g128_w4a8")) == ActScale::token);
+  CHECK(twin_key(f) == "vs_w4a16");
+  const GemmCase up{&model("DeepSeek-V3"), &f, Projection::gate_up, 2};
+  const GemmCase token_up{&model("DeepSeek-V3"), &format("int4_g128_w4a8"), Projection::gate_up, 2};
+  CHECK(case_bytes(up, 16).weights == case_bytes(token_up, 16).weights);  // the same packed weights
+  CHECK(case_bytes(up, 16).act_in == 2.0 * (7168 + 56 * 4));               // 7168 / 128 scales per token
+  const GemmCase down{&model("Qwen3-30B-A3B"), &f, Projection::down, 4};
+  CHECK(case_bytes(down, 20.5).act_in == 32.0 * (768 + 6 * 4));            // one row per pair, 768 / 128 scales
+}
+
 TEST_CASE("bench floor: W4A4 reads half a byte per activation and an E8M0 byte per 32") {
   const WeightChoice& f = format("mxfp4_w4a4");
   CHECK(f.bf16_twin == "mxfp4");
@@ -141,6 +156,8 @@ TEST_CASE("bench formats say which targets cannot run them") {
   CHECK(unsupported_on(format("mxfp4_w4a4"), Arch::sm_121a).empty());
   CHECK(unsupported_on(format("int4_g128_w4a8"), Arch::sm_86) ==
         "W4A8 (e4m3 activations) needs sm_89 or newer; this target is sm_86");
+  CHECK(unsupported_on(format("int4_g128_w4a8_block128"), Arch::sm_80) ==
+        "W4A8 (e4m3 activations) needs sm_89 or newer; this target is sm_80");
   for (Arch a : {Arch::sm_89, Arch::sm_90a, Arch::sm_100a, Arch::sm_120a})
     CHECK(unsupported_on(format("mxfp4_w4a8"), a).empty());
   for (Arch a : {Arch::sm_80, Arch::sm_90a, Arch::sm_121a}) {
@@ -209,9 +226,9 @@ TEST_CASE("bench dense GEMM rate: 2 m n k FLOPs over the time") {
 
 TEST_CASE("bench layer cases: both projections' weights, hidden states in and out") {
   const auto layers = enumerate_layer_cases(false);
-  // gpt-oss-120b: MXFP4 only; f16 and W4A8 (7 model-format pairs each) and W4A4 (4 models) at
-  // 3 counts.
-  CHECK(layers.size() == (3 * 2 + 1) * 11 + 2 * (3 * 2 + 1) * 3 + 4 * 3);
+  // gpt-oss-120b: MXFP4 only; f16 and W4A8 (7 model-format pairs each), W4A4 (4 models) and
+  // W4A8 per 128 k (3 INT4 models) at 3 counts.
+  CHECK(layers.size() == (3 * 2 + 1) * 11 + 2 * (3 * 2 + 1) * 3 + 4 * 3 + 3 * 3);
   const LayerCase c{&model("Ling-3.0-flash"), &format("mxfp4"), 2};
   CHECK(applicable(c));
   CHECK_FALSE(applicable(LayerCase{&model("gpt-oss-120b"), &format("int4_g128"), 2}));

@@ -1,6 +1,6 @@
 // bench_gemm: moejit's grouped GEMM on the GPU (device backend, weights packed by src/quant) at
 // the MoE layer shapes of four models, decode and prefill token counts, MXFP4 and INT4 g128
-// weights, bf16 activations (and f16 ones; W4A8: e4m3 ones with per-token scales; W4A4 on
+// weights, bf16 activations (and f16 ones; W4A8: e4m3 ones with scales per token or per 128 k; W4A4 on
 // sm_120a / sm_121a: MXFP4 ones; each beside the same case with bf16), random top-k routing;
 // each case against its memory floor (the
 // bytes that must move at the device's measured copy bandwidth). Prints or writes one JSON
@@ -243,7 +243,7 @@ Json settings_json(const Settings& s) {
           {"layers", s.layers},
           {"gemm_rate_size", s.gemm_rate_size},
           {"max_seconds", s.max_seconds},
-          {"activations", "the case's act: bf16, f16, e4m3 (per-token f32 scales) or e2m1 (E8M0 per 32)"},
+          {"activations", "the case's act: bf16, f16, e4m3 (f32 scales per token; per 128 k for *_block128) or e2m1 (E8M0 per 32)"},
           {"outputs", "bf16; f16 for f16 activations"},
           {"layout", "indexed"},
           {"routing", "uniform random, topk distinct experts per token"}};
@@ -401,18 +401,20 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   for (float& v : topk_weights) v = tw(rng);
   MOEJIT_ASSIGN_OR_RETURN(DeviceBuffer d_topk, upload(l, stream, topk_weights.data(), numel * 4, numel * 4));
 
-  // Activations (bf16 or f16; W4A8: e4m3 bytes and one f32 scale per row; W4A4: e2m1 pairs and
-  // rows of E8M0 bytes, 16-byte aligned) and outputs, one of each per weight copy.
+  // Activations (bf16 or f16; W4A8: e4m3 bytes and one f32 scale per row, or rows of one per
+  // 128 k; W4A4: e2m1 pairs and rows of E8M0 bytes, 16-byte aligned) and outputs, one of each per
+  // weight copy.
   const std::uint32_t slots = w.copies;
   const bool w4a8 = is_w4a8(*c.format), w4a4 = is_w4a4(*c.format);
   const std::uint64_t a_bytes = round16(c.a_rows() * act_row_bytes(*c.format, c.k()));
   const std::uint64_t c_bytes = round16(c.pairs() * c.out_columns() * 2);
-  const std::uint64_t a_scale_ld = w4a4 ? round16(c.k() / 32) : 0;
+  // W4A4: bytes between scale rows; W4A8 per 128 k: floats; per token: unused.
+  const std::uint64_t a_scale_ld = w4a4 ? round16(c.k() / 32) : w4a8 && c.format->block128 ? c.k() / 128 : 0;
   DeviceBuffer d_a, d_a_scales;
   if (w4a8) {
     const std::vector<u8> a = random_e4m3(c.a_rows() * c.k(), rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a, upload(l, stream, a.data(), a.size(), a_bytes * slots));
-    const std::vector<float> scales = random_act_scales(c.a_rows(), rng);
+    const std::vector<float> scales = random_act_scales(c.a_rows() * std::max<std::uint64_t>(a_scale_ld, 1), rng);
     MOEJIT_ASSIGN_OR_RETURN(d_a_scales, upload(l, stream, scales.data(), scales.size() * 4, scales.size() * 4));
   } else if (w4a4) {
     const std::vector<u8> a = random_e2m1_pairs(c.a_rows() * c.k() / 2, rng);
@@ -434,7 +436,10 @@ Result<Json> run_case(DeviceLauncher& l, CUstream stream, KernelResolver& resolv
   base.m = static_cast<i32>(numel);
   base.a_row_divisor = c.projection == Projection::gate_up ? static_cast<i32>(c.model->topk) : 1;
   base.topk_weights = d_topk.as<const float>();
-  if (w4a8) base.a_scales = d_a_scales.as<const float>();  // per token: a_scale_ld unused
+  if (w4a8) {
+    base.a_scales = d_a_scales.as<const float>();
+    base.a_scale_ld = static_cast<i64>(a_scale_ld);
+  }
   if (w4a4) {
     base.a_scales = d_a_scales.as<const u8>();
     base.a_scale_ld = static_cast<i64>(a_scale_ld);

@@ -1,6 +1,6 @@
 """Reads bench_gemm --dry-run JSON on stdin; exit 0 when every case lists the CUTLASS baselines a
 GPU run would time for it: on sm_90a the bf16 grouped kernel always, the int4 x e4m3 kernel
-exactly on the INT4 W4A8 cases and the int4 x bf16 kernel exactly on the INT4 W4A16 ones; on
+exactly on the INT4 W4A8 cases (activation scales per token or per 128 k) and the int4 x bf16 kernel exactly on the INT4 W4A16 ones; on
 any other target none (the kernels are built for sm_90a alone), each saying so. A build
 without the kernels (-DMOEJIT_CUTLASS_KERNELS=OFF) lists the baselines that fit as "not in this
 build": the same mapping, checked the same way."""
@@ -18,7 +18,7 @@ def main() -> int:
         runs = {name: verdict == "runs" or "not in this build" in verdict.get("not_applicable", "")
                 for name, verdict in c["baselines"].items()}
         int4 = c["format"].startswith("int4")
-        w4a8 = c["format"].endswith("_w4a8")
+        w4a8 = "_w4a8" in c["format"]
         want = {
             "cutlass_bf16_grouped": hopper,
             "cutlass_int4_grouped": hopper and int4 and not w4a8,

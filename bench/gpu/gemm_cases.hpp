@@ -48,6 +48,9 @@ struct WeightChoice {
   DType act = DType::bf16;
   // Every activation but bf16: the format this one is set beside (same weights, bf16 activations).
   std::string_view bf16_twin = {};
+  // e4m3: one f32 scale per A row and 128 k instead of one per row (DeepSeek's FP8 recipe, as
+  // DeepEP's dispatch delivers the activations).
+  bool block128 = false;
 };
 
 inline constexpr WeightChoice kWeightChoices[] = {
@@ -55,6 +58,7 @@ inline constexpr WeightChoice kWeightChoices[] = {
     {"int4_g128", WeightFormat::int4_sym, DType::bf16, 128},
     {"mxfp4_w4a8", WeightFormat::mxfp4, DType::e8m0, 32, DType::e4m3, "mxfp4"},
     {"int4_g128_w4a8", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3, "int4_g128"},
+    {"int4_g128_w4a8_block128", WeightFormat::int4_sym, DType::bf16, 128, DType::e4m3, "int4_g128", true},
     {"mxfp4_w4a4", WeightFormat::mxfp4, DType::e8m0, 32, DType::e2m1, "mxfp4"},
     {"mxfp4_f16", WeightFormat::mxfp4, DType::e8m0, 32, DType::f16, "mxfp4"},
     {"int4_g128_f16", WeightFormat::int4_sym, DType::f16, 128, DType::f16, "int4_g128"},
@@ -77,12 +81,14 @@ inline std::uint64_t act_row_bytes(const WeightChoice& f, std::uint32_t k) {
   return is_w4a4(f) ? k / 2 : is_w4a8(f) ? k : std::uint64_t{2} * k;
 }
 inline std::uint64_t act_scale_row_bytes(const WeightChoice& f, std::uint32_t k) {
-  return is_w4a4(f) ? k / 32 : is_w4a8(f) ? 4 : 0;
+  if (is_w4a8(f)) return f.block128 ? std::uint64_t{4} * (k / 128) : 4;
+  return is_w4a4(f) ? k / 32 : 0;
 }
-// The activation-scale granularity the cases use: per token for e4m3 (as an engine quantizing
-// its own hidden states would), the MX block for e2m1.
+// The activation-scale granularity the cases use: for e4m3 per token (as an engine quantizing
+// its own hidden states would) or per 128 k (block128 formats), the MX block for e2m1.
 inline ActScale case_act_scale(const WeightChoice& f) {
-  return is_w4a4(f) ? ActScale::block32 : is_w4a8(f) ? ActScale::token : ActScale::none;
+  if (is_w4a8(f)) return f.block128 ? ActScale::block128 : ActScale::token;
+  return is_w4a4(f) ? ActScale::block32 : ActScale::none;
 }
 
 // Why a format cannot run on `arch` (empty: it can): e4m3 activations need sm_89 or newer,
@@ -164,7 +170,7 @@ struct CaseBytes {
   double weights = 0;  // packed weights of the touched experts
   double scales = 0;   // their scales (and zero points)
   double bias = 0;     // their bias
-  double act_in = 0;   // A rows read (bf16 or f16; W4A8: e4m3 and one f32 scale per row; W4A4: e2m1 and E8M0 per 32)
+  double act_in = 0;   // A rows read (bf16 or f16; W4A8: e4m3 and one f32 scale per row or per 128; W4A4: e2m1 and E8M0 per 32)
   double act_out = 0;  // C rows written (bf16, f16 for f16 activations)
   double total() const { return weights + scales + bias + act_in + act_out; }
 };

@@ -86,11 +86,11 @@ Result<Json> run_layer_case(DeviceLauncher& l, CUstream stream, const LayerRun& 
   base.w2 = &p2[0];
   base.activation = c.model->activation == Epilogue::swiglu_oai ? MOEJIT_EPILOGUE_SWIGLU_OAI : MOEJIT_EPILOGUE_SILU_AND_MUL;
   // f16: f16 hidden states and output. W4A8 / W4A4: bf16 hidden states, which the layer
-  // quantizes (per token to e4m3, per 32 to MXFP4), as an engine without quantized dispatch
-  // sends them.
+  // quantizes (to e4m3 per token or per 128 columns, to MXFP4 per 32), as an engine without
+  // quantized dispatch sends them.
   base.act_dtype = half_or(*c.format, MOEJIT_DTYPE_BF16);
   base.out_dtype = is_f16_act(*c.format) ? MOEJIT_DTYPE_F16 : MOEJIT_DTYPE_BF16;
-  if (is_w4a8(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_TOKEN;
+  if (is_w4a8(*c.format)) base.act_scale = c.format->block128 ? MOEJIT_ACT_SCALE_BLOCK128 : MOEJIT_ACT_SCALE_TOKEN;
   if (is_w4a4(*c.format)) base.act_scale = MOEJIT_ACT_SCALE_BLOCK32;
   base.tokens = static_cast<std::int32_t>(tokens);
   base.topk = topk;
