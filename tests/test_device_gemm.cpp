@@ -1,16 +1,18 @@
 // The grouped GEMM on the GPU against the fp64 reference, with the harness the host suites use
 // (tests/gemm_case.hpp): every weight format x activation dtype x MoE layout x epilogue at small
 // shapes, group sizes, every tile configuration, edge rows, E8M0 edge scale bytes, and split-K
-// that must be bitwise reproducible run to run; W4A8 (e4m3 activations) on sm_89 and newer.
-// Skips without a GPU.
+// that must be bitwise reproducible run to run; W4A8 (e4m3 activations) on sm_89 and newer;
+// on sm_90a the warpgroup-MMA tiles, with the host suite's cases. Skips without a GPU.
 
 #include <doctest/doctest.h>
 
 #include <thread>
 
 #include "gemm_case.hpp"
+#include "kernels/grouped_gemm.hpp"
 #include "spec/arch.hpp"
 #include "test_device_support.hpp"
+#include "wgmma_gemm_cases.hpp"
 
 using namespace moejit;
 using namespace moejit::test;
@@ -100,6 +102,27 @@ TEST_CASE("GPU grouped GEMM: every tile configuration the planner can pick, N no
       c.layout = Layout::masked;
       c.epilogue = Epilogue::silu_and_mul;
       cases.push_back(c);
+    }
+  run_cases(*l, cases);
+}
+
+TEST_CASE("GPU grouped GEMM, wgmma tiles (sm_90a): the host suite's cases, 16-bit and e4m3 activations, MXFP4 and INT4") {
+  // The same cases as tests/test_gemm_host_wgmma.cpp, whose host twin of wgmma follows the PTX
+  // ISA's fragment layouts: here the hardware checks them, the shared-memory descriptors and the
+  // pipeline's waits, against the same fp64 reference.
+  DeviceLauncher* l = device_launcher_or_skip();
+  if (l == nullptr) return;
+  if (l->arch() != Arch::sm_90a) {
+    MESSAGE("skipped: the wgmma tiles are sm_90a's (warpgroup MMA); this GPU is " << to_string(l->arch()));
+    return;
+  }
+  std::vector<GemmCase> cases;
+  for (const auto& list : {wgmma_tile_cases(), wgmma_fallback_cases(), wgmma_int4_cases(),
+                           wgmma_w4a8_cases(ActScale::token), wgmma_w4a8_cases(ActScale::block128)})
+    for (const NamedGemmCase& named : list) {
+      CAPTURE(named.name);
+      REQUIRE(gemm_uses_wgmma(gemm_case_spec(named.c, Backend::device, l->arch())));
+      cases.push_back(named.c);
     }
   run_cases(*l, cases);
 }

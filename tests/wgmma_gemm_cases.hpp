@@ -1,0 +1,311 @@
+#pragma once
+// The grouped GEMM's sm_90a warpgroup-MMA tile cases (templates/gemm/grouped_gemm_wgmma.cuh),
+// one list for both backends: the host suite runs them on the host backend
+// (tests/test_gemm_host_wgmma.cpp), the device suite on an sm_90a GPU
+// (tests/test_device_gemm.cpp). Each case forces a tile that takes the wgmma path; the runner
+// checks that it does before running it.
+
+#include <string>
+#include <vector>
+
+#include "gemm_case.hpp"
+
+namespace moejit::test {
+
+struct NamedGemmCase {
+  std::string name;
+  GemmCase c;
+};
+
+inline GemmCase wgmma_case(std::uint16_t bm, std::uint8_t stages, DType act, std::uint16_t bk = 64) {
+  GemmCase c;
+  c.tile = dispatch::TileConfig{bm, 128, bk, stages, 8};
+  c.act = act;
+  return c;
+}
+
+// INT4 weights on a wgmma tile; e4m3 activations scaled per token unless `act_scale` says.
+inline GemmCase int4_wgmma_case(WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm,
+                                std::uint8_t stages, DType act, std::uint16_t bk, ActScale act_scale = ActScale::token) {
+  GemmCase c = wgmma_case(bm, stages, act, bk);
+  c.weight = weight;
+  c.scale = scale;
+  c.group = group;
+  if (act == DType::e4m3) c.act_scale = act_scale;
+  return c;
+}
+
+// MXFP4 x 16-bit activations: the three tile heights, 64 and 128 k per stage (the A tile's 64-k
+// blocks), every layout and epilogue, stage counts below, at and past the pipeline's slots, N
+// not a multiple of the tile.
+inline std::vector<NamedGemmCase> wgmma_tile_cases() {
+  std::vector<NamedGemmCase> out;
+  {
+    GemmCase c = wgmma_case(128, 3, DType::bf16);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 192;
+    c.tokens = 70;
+    c.topk = 4;
+    out.push_back({"128 rows, bf16, indexed, silu_and_mul with bias, N 160, 3 k stages (a pair and the odd one)", c});
+  }
+  {
+    GemmCase c = wgmma_case(64, 4, DType::f16);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.n = 256;
+    c.k = 256;
+    c.tokens = 150;
+    out.push_back({"64 rows, f16, contiguous, swiglu_oai, f32 out, 4 k stages", c});
+  }
+  {
+    GemmCase c = wgmma_case(128, 3, DType::bf16);
+    c.layout = Layout::masked;
+    c.k = 320;
+    c.tokens = 140;
+    out.push_back({"128 rows, bf16, masked, no epilogue, 5 k stages", c});
+  }
+  {
+    GemmCase c = wgmma_case(64, 5, DType::f16);
+    c.epilogue = Epilogue::topk_weight;
+    c.n = 96;
+    c.k = 128;
+    c.tokens = 45;
+    c.a_per_pair = true;
+    out.push_back({"64 rows, f16, indexed, topk_weight, N 96, 2 k stages, one A row per pair", c});
+  }
+  {
+    GemmCase c = wgmma_case(128, 4, DType::bf16);
+    c.k = 64;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    out.push_back({"128 rows, bf16, indexed, one k stage (the odd one alone), one token, blocks dropped", c});
+  }
+  {
+    GemmCase c = wgmma_case(32, 3, DType::bf16, 128);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 640;
+    c.tokens = 40;
+    c.topk = 4;
+    out.push_back({"32 rows, bf16, indexed, silu_and_mul with bias, N 160, 128 k, 5 k stages", c});
+  }
+  {
+    GemmCase c = wgmma_case(32, 4, DType::f16);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 256;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    out.push_back({"32 rows, f16, indexed, topk_weight, 64 k, 4 k stages, one A row per pair", c});
+  }
+  {
+    GemmCase c = wgmma_case(64, 4, DType::bf16, 128);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 256;
+    c.tokens = 150;
+    out.push_back({"64 rows, bf16, contiguous, swiglu_oai, f32 out, 128 k, 2 k stages", c});
+  }
+  {
+    GemmCase c = wgmma_case(128, 3, DType::f16, 128);
+    c.layout = Layout::masked;
+    c.n = 96;
+    c.k = 384;
+    c.tokens = 140;
+    out.push_back({"128 rows, f16, masked, no epilogue, 128 k, 3 k stages, N 96", c});
+  }
+  {
+    GemmCase c = wgmma_case(64, 4, DType::f16, 128);
+    c.k = 128;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    out.push_back({"64 rows, f16, indexed, 128 k, one k stage, one token, blocks dropped", c});
+  }
+  return out;
+}
+
+// MXFP4 experts whose scales cannot be folded into the B fragment take the mma.sync path inside
+// the same kernel (which reads the same A tile): edge bytes in some experts, odd experts spanning
+// more binades than either fragment path folds, and the fragment path at its extreme offsets.
+inline std::vector<NamedGemmCase> wgmma_fallback_cases() {
+  std::vector<NamedGemmCase> out;
+  for (DType act : {DType::bf16, DType::f16}) {
+    const std::string a(to_string(act));
+    for (GemmCase c : edge_scale_lane_cases())  // some experts with an edge byte, the others not
+      for (const auto& tile : {wgmma_case(128, 3, act).tile, wgmma_case(32, 3, act, 128).tile}) {
+        c.tile = tile;
+        c.act = act;
+        out.push_back({a + ", edge scale bytes in some experts: " + describe(c), c});
+      }
+    {
+      GemmCase c = wgmma_case(128, 3, act);
+      c.epilogue = Epilogue::silu_and_mul;
+      c.layout = Layout::contiguous;
+      c.tokens = 300;
+      c.edit = [](quant::QuantizedWeights& q) {
+        for (std::uint32_t e = 1; e < q.experts; e += 2) {
+          q.scales[q.group_index(e, e % q.n, 0)] = 127 + 40;
+          q.scales[q.group_index(e, (e + 7) % q.n, q.groups() - 1)] = 127 - 40;
+        }
+      };
+      out.push_back({a + ", odd experts spanning 2^-40 .. 2^40, even ones quantized: both paths in one launch", c});
+    }
+    for (GemmCase c : extreme_window_cases()) {
+      if (c.act != act) continue;
+      c.tile = wgmma_case(64, 3, act).tile;
+      out.push_back({a + ", the fragment path at its extreme offsets: " + describe(c), c});
+    }
+  }
+  return out;
+}
+
+// INT4 weights x 16-bit activations, whose scale groups are summed apart: groups of half a
+// stage, one stage, two stages, and per channel.
+inline std::vector<NamedGemmCase> wgmma_int4_cases() {
+  std::vector<NamedGemmCase> out;
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::bf16, 128);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 384;
+    c.tokens = 70;
+    c.topk = 4;
+    out.push_back({"128 rows, bf16, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4, DType::f16, 128);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.n = 256;
+    c.k = 512;
+    c.tokens = 150;
+    out.push_back({"64 rows, f16, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 128, 32, 3, DType::bf16, 64);
+    c.layout = Layout::masked;
+    c.k = 384;
+    c.tokens = 40;
+    out.push_back({"32 rows, bf16, zero points, bf16 scales, g128 = two 64-k stages, masked, 6 k stages", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 32, 4, DType::f16, 64);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 512;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    out.push_back({"32 rows, f16, symmetric, bf16 scales, g128 across two 64-k stages, indexed, topk_weight, one A row per pair", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::f16, 384, 64, 3, DType::bf16, 128);
+    c.n = 96;
+    c.k = 384;
+    c.tokens = 45;
+    out.push_back({"64 rows, bf16, zero points, f16 scales, per channel (group = K, 3 stages), N 96", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::f16, 256, 128, 4, DType::f16, 64);
+    c.k = 256;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    out.push_back({"128 rows, f16, symmetric, f16 scales, per channel with 64 k per stage, one token, blocks dropped", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 64);
+    c.epilogue = Epilogue::topk_weight;
+    c.bias = true;
+    c.k = 320;
+    c.tokens = 90;
+    out.push_back({"64 rows, bf16, zero points, bf16 scales, g64 = one stage, 5 stages (past the slots), bias, topk_weight", c});
+  }
+  return out;
+}
+
+// W4A8: INT4 weights x e4m3 activations scaled per token or per 128 k (those stored
+// column-major in two of the cases, as DeepEP's dispatch and DeepGEMM lay them out, in
+// [E][K / 128][m] slabs for the masked layout).
+inline std::vector<NamedGemmCase> wgmma_w4a8_cases(ActScale act_scale) {
+  std::vector<NamedGemmCase> out;
+  const bool block = act_scale == ActScale::block128;
+  auto w4a8_case = [&](WeightFormat weight, DType scale, std::uint32_t group, std::uint16_t bm, std::uint8_t stages) {
+    return int4_wgmma_case(weight, scale, group, bm, stages, DType::e4m3, 128, act_scale);
+  };
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 384;
+    c.tokens = 70;
+    c.topk = 4;
+    out.push_back({"128 rows, symmetric, bf16 scales, g128 = one stage, indexed, silu_and_mul with bias, N 160", c});
+  }
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::f16, 64, 64, 4);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.a_scales_column_major = block;
+    c.n = 256;
+    c.k = 512;
+    c.tokens = 150;
+    out.push_back({"64 rows, zero points, f16 scales, g64 = half a stage, contiguous, swiglu_oai, f32 out", c});
+  }
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::bf16, 768, 32, 3);
+    c.layout = Layout::masked;
+    c.a_scales_column_major = block;
+    c.k = 768;
+    c.tokens = 40;
+    out.push_back({"32 rows, zero points, bf16 scales, per channel (group = K), masked, 6 stages (past the slots)", c});
+  }
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::f16, 64, 64, 4);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 256;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    out.push_back({"64 rows, symmetric, f16 scales, g64, indexed, topk_weight, one A row per pair", c});
+  }
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::f16, 768, 64, 4);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 768;
+    c.tokens = 30;
+    out.push_back({"64 rows, symmetric, f16 scales, per channel over 6 stages, indexed, topk_weight", c});
+  }
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::f16, 128, 128, 4);
+    c.k = 256;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    out.push_back({"128 rows, zero points, f16 scales, g128, one token, blocks dropped", c});
+  }
+  {
+    GemmCase c = w4a8_case(WeightFormat::int4_asym, DType::bf16, 128, 64, 3);
+    c.a_edge_bytes = true;
+    c.layout = Layout::contiguous;
+    c.out = DType::f32;
+    c.k = 384;
+    c.tokens = 77;
+    out.push_back({"64 rows, zero points, bf16 scales, g128: NaN codes make their rows NaN, +-448 and subnormal codes exact", c});
+  }
+  for (int shift : {-120, 100}) {
+    GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 64, 3);
+    c.a_exponent_shift = shift;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 256;
+    c.tokens = 70;
+    out.push_back({"64 rows, activation scales near 2^" + std::to_string(shift), c});
+  }
+  return out;
+}
+
+}  // namespace moejit::test
