@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
+#include <utility>
 #include <tuple>
 
 #include "dispatch/tile_configs.hpp"
@@ -226,4 +228,43 @@ TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (activation scales per token or per 
     CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::token, odd_k.group_size, t.bm, t.bn,
                                 t.bk, t.warps, t.stages, 1));
   }
+}
+
+TEST_CASE("the planner sizes a tile's stages by its A elements' width: e4m3 and e2m1 rows take half and a quarter of a 16-bit one") {
+  // sm_120a opts a block into 99 KB: the 32 x 128 x 128 MXFP4 tile holds 5 stages with 16-bit
+  // activations and 6 (the most the planner gives) with e4m3 or e2m1 ones, whose A rows are
+  // smaller. Every planned tile fits with the bytes the kernel really takes.
+  const std::uint32_t limit = arch_info(Arch::sm_120a).max_shared_per_block;
+  auto tile_of = [](DType act, ActScale act_scale) -> std::optional<TileConfig> {
+    for (const TileConfig& t :
+         gemm_tile_configs(Arch::sm_120a, 2560, WeightFormat::mxfp4, DType::e8m0, 32, act, act_scale))
+      if (t.bm == 32 && t.bn == 128 && t.bk == 128) return t;
+    return std::nullopt;
+  };
+  auto shared = [](const TileConfig& t, std::uint32_t stages, std::uint32_t bits) {
+    return gemm_shared_bytes(t.bm, t.bn, t.bk, stages, 32, 1, false, bits, false, false);
+  };
+  const auto bf16 = tile_of(DType::bf16, ActScale::none);
+  const auto e4m3 = tile_of(DType::e4m3, ActScale::token);
+  const auto e2m1 = tile_of(DType::e2m1, ActScale::block32);
+  REQUIRE(bf16);
+  REQUIRE(e4m3);
+  REQUIRE(e2m1);
+  CHECK(bf16->stages == 5);
+  CHECK(shared(*bf16, 6, 16) > limit);
+  CHECK(e4m3->stages == 6);
+  CHECK(e2m1->stages == 6);
+  CHECK(shared(*e4m3, 6, gemm_act_bits(DType::e4m3)) <= limit);
+  CHECK(gemm_act_bits(DType::e4m3) == 8);
+  CHECK(gemm_act_bits(DType::e2m1) == 4);
+  CHECK(gemm_act_bits(DType::f16) == 16);
+  for (Arch arch : {Arch::sm_89, Arch::sm_90a, Arch::sm_100a, Arch::sm_120a})
+    for (const auto& [act, act_scale] : {std::pair{DType::e4m3, ActScale::token}, std::pair{DType::e4m3, ActScale::block128},
+                                         std::pair{DType::bf16, ActScale::none}})
+      for (const TileConfig& t : gemm_tile_configs(arch, 2048, WeightFormat::int4_sym, DType::bf16, 128, act, act_scale)) {
+        const bool wgmma = gemm_uses_wgmma(arch, WeightFormat::int4_sym, act, act_scale, 128, t.bm, t.bn, t.bk, t.warps,
+                                           t.stages, 1);
+        CHECK(gemm_shared_bytes(t.bm, t.bn, t.bk, t.stages, t.bk <= 128 ? t.bk : 128, 2, false, gemm_act_bits(act), wgmma,
+                                gemm_stages_row_scales(wgmma, act, act_scale)) <= arch_info(arch).max_shared_per_block);
+      }
 }

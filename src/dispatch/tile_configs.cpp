@@ -110,7 +110,7 @@ TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, Weig
   for (; stages >= 2; --stages) {
     const std::uint32_t bytes = gemm_shared_bytes(t.bm, t.bn, t.bk, static_cast<std::uint32_t>(stages),
                                                   group >= t.bk ? t.bk : group, scale_bytes_of(scale),
-                                                  weight == WeightFormat::int4_asym, 16, wgmma,
+                                                  weight == WeightFormat::int4_asym, gemm_act_bits(act), wgmma,
                                                   gemm_stages_row_scales(wgmma, act, act_scale));
     if (bytes <= limit) break;
   }
@@ -298,8 +298,9 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       const bool wgmma = gemm_uses_wgmma(arch, w.weight, w.act, w.act_scale, w.group_size, tile.bm, tile.bn, tile.bk,
                                          tile.warps, tile.stages, 1);
       const std::uint32_t shared = gemm_shared_bytes(tile.bm, tile.bn, tile.bk, tile.stages, group,
-                                                     scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym, 16,
-                                                     wgmma, gemm_stages_row_scales(wgmma, w.act, w.act_scale));
+                                                     scale_bytes_of(w.scale), w.weight == WeightFormat::int4_asym,
+                                                     gemm_act_bits(w.act), wgmma,
+                                                     gemm_stages_row_scales(wgmma, w.act, w.act_scale));
       GemmTimeInputs in = time_inputs_of(device);
       in.bytes_per_warp_instruction = estimated_bytes_per_warp_instruction(tile, wgmma, w, arch);
       in.stage_bytes = static_cast<double>(bn) * tile.bk / 2 +

@@ -113,12 +113,10 @@ std::uint32_t warps_along_m(const KernelSpec& s) {
 
 std::uint32_t scale_bytes(const KernelSpec& s) { return s.scale == DType::e8m0 ? 1 : 2; }
 
-std::uint32_t act_bits(DType act) { return act == DType::e2m1 ? 4 : act == DType::e4m3 ? 8 : 16; }
-
 std::uint32_t gemm_dynamic_shared(const KernelSpec& s) {
   const bool wgmma = gemm_uses_wgmma(s);
   return gemm_shared_bytes(s.bm, s.bn, s.bk, s.stages, s.group_size, scale_bytes(s),
-                           s.weight == WeightFormat::int4_asym, act_bits(s.act), wgmma,
+                           s.weight == WeightFormat::int4_asym, gemm_act_bits(s.act), wgmma,
                            gemm_stages_row_scales(wgmma, s.act, s.act_scale));
 }
 
@@ -193,6 +191,8 @@ std::uint32_t out_columns(const KernelSpec& s) {
 }
 
 }  // namespace
+
+std::uint32_t gemm_act_bits(DType act) { return act == DType::e2m1 ? 4 : act == DType::e4m3 ? 8 : 16; }
 
 bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_scale, std::uint32_t group,
                      std::uint32_t bm, std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
@@ -285,7 +285,7 @@ Status check_grouped_gemm_params(const KernelSpec& s, const GroupedGemmParams& p
     return error(Code::invalid_argument, "argument 'm' = {}: the kernel was built for m = {} exactly", p.m, s.m);
   if (p.m == 0) return {};
   const bool act8 = s.act == DType::e4m3;
-  const std::uint32_t row_unit = 128 / act_bits(s.act);  // elements in 16 bytes
+  const std::uint32_t row_unit = 128 / gemm_act_bits(s.act);  // elements in 16 bytes
   MOEJIT_TRY(need(p.a, "a", 16, "every GEMM"));
   if (p.lda < s.k || p.lda % row_unit != 0)
     return error(Code::invalid_argument, "argument 'lda' = {}: expected a multiple of {} {} elements (16 bytes), at least k = {}",

@@ -25,6 +25,9 @@ bool gemm_uses_wgmma(const KernelSpec& spec);
 bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_scale, std::uint32_t group,
                      std::uint32_t bm, std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
                      std::uint32_t split_k);
+// Bits of one A element in a stage's shared memory (the `act_bits` of gemm_shared_bytes): 16
+// for bf16/f16, 8 for e4m3, 4 for e2m1.
+std::uint32_t gemm_act_bits(DType act);
 // Whether each pipeline stage also holds the f32 scale of every row for its k (the `row_scales`
 // of gemm_shared_bytes): the wgmma tiles (`wgmma`) with e4m3 activations scaled per 128 k.
 bool gemm_stages_row_scales(bool wgmma, DType act, ActScale act_scale);
