@@ -49,6 +49,7 @@ TEST_CASE("GPU fused MoE: formats, activations, expert parallelism and real mode
   FusedCase int4 = small;
   int4.weight = WeightFormat::int4_asym;
   int4.group = 128;
+  int4.intermediate = 128;  // the down projection's K: a whole group (64 was refused at quantization)
   int4.scale = DType::bf16;
   // Real layer shapes: DeepSeek-V3's at decode (2 experts hold weights, both picked), and
   // Qwen3-30B-A3B's at a prefill-sized batch over 16 experts (16-row tiles and up).
