@@ -58,11 +58,11 @@ struct GemmShape {
   // row's f32 scale for its k, after the zero points.
   static constexpr bool kStageRowScales = kWgmma && kActScaleBlock;
   static constexpr u32 kRowScaleBytes = kStageRowScales ? BM * 4 : 0;
-  static constexpr u32 kRowScaleOffset = kABytes + kBBytes + kSBytes + kZBytes;  // within a stage
+  static constexpr u32 kOperandBytes = kABytes + kBBytes + kSBytes + kZBytes;  // a stage's A, B, scales, zeros
+  static constexpr u32 kRowScaleOffset = kOperandBytes;                          // within a stage
   static constexpr u32 kStageBytes =
-      kWgmma ? (kABytes + kBBytes + kSBytes + kZBytes + kRowScaleBytes + kWgmmaStageAlign - 1) / kWgmmaStageAlign *
-                   kWgmmaStageAlign
-             : kABytes + kBBytes + kSBytes + kZBytes;
+      kWgmma ? (kOperandBytes + kRowScaleBytes + kWgmmaStageAlign - 1) / kWgmmaStageAlign * kWgmmaStageAlign
+             : kOperandBytes;
   static constexpr bool kActAndMul =
       Spec::epilogue == kernel_enum::silu_and_mul || Spec::epilogue == kernel_enum::swiglu_oai;
   static constexpr gemm::Half kHalf = Spec::act == kernel_enum::f16 ? gemm::Half::f16 : gemm::Half::bf16;
