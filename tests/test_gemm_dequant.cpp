@@ -295,6 +295,68 @@ TEST_CASE("W4A8 on f16-mma targets: e4m3 pairs of E2M1 words times the fragment 
     }
 }
 
+// e4m3 (OCP FP8 E4M3): sign, 4 exponent bits of bias 7, 3 mantissa bits; exponent 0 is
+// subnormal, S.1111.111 is NaN. Written from the format, not from the twins.
+double e4m3_value(u32 byte) {
+  const u32 exponent = (byte >> 3) & 0xf, mantissa = byte & 7;
+  const double sign = byte & 0x80 ? -1.0 : 1.0;
+  if (exponent == 15 && mantissa == 7) return std::nan("");
+  if (exponent == 0) return sign * std::ldexp(mantissa / 8.0, -6);
+  return sign * std::ldexp(1.0 + mantissa / 8.0, static_cast<int>(exponent) - 7);
+}
+
+TEST_CASE("sm_90a W4A8 wgmma: E2M1 words with the block scale folded into the e4m3 bytes are exact") {
+  // For every expert range the fold accepts, every block byte s in it, every code in every
+  // element: the byte, times the expert's offset, is the weight w * 2^(s - 127), and is a
+  // normal e4m3 or a zero of the code's sign.
+  std::mt19937 rng(std::random_device{}());
+  u32 ranges = 0;
+  for (u32 largest = 0; largest < 256; ++largest)
+    for (u32 smallest : {largest >= gemm::kE4m3FoldSpan ? largest - gemm::kE4m3FoldSpan : 0u, largest}) {
+      const gemm::ExpertScaleRange range{smallest, largest};
+      if (!gemm::e4m3_fold_exact(range)) continue;
+      ++ranges;
+      const u32 base = gemm::e4m3_fold_base(range);
+      const double offset = gemm::e4m3_fold_offset(range);
+      CHECK(offset == std::ldexp(1.0, static_cast<int>(largest) - 133));
+      for (u32 s = smallest; s <= largest; ++s) {
+        const u32 addend = gemm::e4m3_fold_addend(s, base);
+        for (int rep = 0; rep < 20; ++rep) {
+          u32 codes[8], word = 0;
+          for (u32 e = 0; e < 8; ++e) {
+            codes[e] = rep == 0 ? e : rep == 1 ? 8 + e : rng() % 16;  // every code, both signs, first
+            for (u32 b = 0; b < 4; ++b) word |= ((codes[e] >> b) & 1u) << (8 * (e % 4) + kA8E2m1ByteBits[e / 4][b]);
+          }
+          u32 regs[2];
+          gemm::e2m1_e4m3_folded_registers(word, addend, regs);
+          for (u32 e = 0; e < 8; ++e) {
+            const u32 byte = (regs[e / 4] >> (8 * (e % 4))) & 0xff;
+            const double expected =
+                (codes[e] & 8 ? -1.0 : 1.0) * kE2M1[codes[e] & 7] * std::ldexp(1.0, static_cast<int>(s) - 127);
+            CAPTURE(largest);
+            CAPTURE(s);
+            CAPTURE(codes[e]);
+            CAPTURE(byte);
+            CHECK(e4m3_value(byte) * offset == expected);
+            CHECK(((byte & 0x78) != 0 || (byte & 0x7f) == 0));  // normal, or zero
+            CHECK((byte >> 7) == (codes[e] >> 3));              // the code's sign, zeros included
+          }
+        }
+      }
+    }
+  CHECK(ranges == 2 * (190 - 63 + 1));
+  // What the fold refuses: a NaN byte, a span past 11 binades, a largest byte outside the plain
+  // window 63 .. 190 (where sums times the offset could leave f32's normals).
+  CHECK_FALSE(gemm::e4m3_fold_exact({120, 0xff}));
+  CHECK_FALSE(gemm::e4m3_fold_exact({120, 120 + gemm::kE4m3FoldSpan + 1}));
+  CHECK(gemm::e4m3_fold_exact({120, 120 + gemm::kE4m3FoldSpan}));
+  CHECK(gemm::e4m3_fold_exact({52, 63}));
+  CHECK_FALSE(gemm::e4m3_fold_exact({52, 62}));
+  CHECK(gemm::e4m3_fold_exact({179, 190}));
+  CHECK_FALSE(gemm::e4m3_fold_exact({180, 191}));
+  CHECK_FALSE(gemm::e4m3_fold_exact({130, 120}));
+}
+
 TEST_CASE("int4 words in the a8 order give e4m3 bytes worth (q - z) times 2^-9 for every zero point") {
   std::mt19937 rng(std::random_device{}());
   for (u32 zero = 0; zero < 16; ++zero) {

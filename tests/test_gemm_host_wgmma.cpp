@@ -6,7 +6,8 @@
 // pipeline's slots, N not a multiple of the tile, experts that fall back to the mma.sync path
 // inside the same kernel (which reads the same A tile), and INT4 weights, whose scale groups
 // are summed apart (groups of half a stage, one stage, two stages, and per channel), with
-// 16-bit activations or e4m3 ones scaled per token or per 128 k. The cases
+// 16-bit activations or e4m3 ones scaled per token or per 128 k, and MXFP4 weights x e4m3 ones
+// with the block scales folded into the weights' bytes. The cases
 // (tests/wgmma_gemm_cases.hpp) run on an sm_90a GPU too, in tests/test_device_gemm.cpp.
 
 #include <doctest/doctest.h>
@@ -66,4 +67,12 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, INT4 weights x e4m3 activations
   // end at a stage's first tile are the previous stage's; scale groups of half a stage end
   // inside one, per-channel scales span all.
   run_on_wgmma(wgmma_w4a8_cases(ActScale::block128));
+}
+
+TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, MXFP4 weights x e4m3 activations, scales folded into the bytes") {
+  // One e4m3 wgmma per 32 k (one scale block): each column's E8M0 byte in its weights' e4m3
+  // exponents, the expert's 2^(s_max - 133) and each row's scale in the epilogue (per token) or
+  // at every stage (per 128 k). Experts the fold cannot take run the mma.sync path.
+  run_on_wgmma(wgmma_mxfp4_w4a8_cases(ActScale::token));
+  run_on_wgmma(wgmma_mxfp4_w4a8_cases(ActScale::block128));
 }

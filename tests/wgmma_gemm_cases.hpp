@@ -308,4 +308,146 @@ inline std::vector<NamedGemmCase> wgmma_w4a8_cases(ActScale act_scale) {
   return out;
 }
 
+// W4A8 with MXFP4 weights: each block's E8M0 byte folded into its e4m3 weight bytes (one block
+// per 32-k wgmma), for experts whose scale bytes span at most 11 binades; the others take the
+// mma.sync path of the same kernel. Every layout and epilogue, the three heights, and the fold's
+// edges: spans of 11 (folded) and 12 (not), largest bytes at the plain window's ends (63 and 190
+// fold, 62 and 191 do not), bytes near the top of the range, NaN bytes, all-zero blocks with a
+// 0x00 scale (which never widen a range), e4m3 edge codes.
+inline std::vector<NamedGemmCase> wgmma_mxfp4_w4a8_cases(ActScale act_scale) {
+  std::vector<NamedGemmCase> out;
+  const bool block = act_scale == ActScale::block128;
+  auto mx_case = [&](std::uint16_t bm, std::uint8_t stages) {
+    GemmCase c = wgmma_case(bm, stages, DType::e4m3, 128);
+    c.act_scale = act_scale;
+    return c;
+  };
+  // Every block of expert e gets a byte in [low(e), low(e) + span(e)], spread by a fixed LCG.
+  auto scale_window = [](auto low_of, auto span_of) {
+    return [low_of, span_of](quant::QuantizedWeights& q) {
+      std::uint32_t x = 2024;
+      for (std::uint32_t e = 0; e < q.experts; ++e)
+        for (std::uint32_t col = 0; col < q.n; ++col)
+          for (std::uint32_t g = 0; g < q.groups(); ++g) {
+            x = x * 1103515245u + 12345u;
+            const std::uint32_t span = span_of(e);
+            q.scales[q.group_index(e, col, g)] = static_cast<std::uint16_t>(low_of(e) + (x >> 16) % (span + 1));
+          }
+    };
+  };
+  {
+    GemmCase c = mx_case(128, 3);
+    c.epilogue = Epilogue::silu_and_mul;
+    c.bias = true;
+    c.n = 160;
+    c.k = 384;
+    c.tokens = 70;
+    c.topk = 4;
+    out.push_back({"128 rows, indexed, silu_and_mul with bias, N 160, 3 stages", c});
+  }
+  {
+    GemmCase c = mx_case(64, 4);
+    c.epilogue = Epilogue::swiglu_oai;
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.a_scales_column_major = block;
+    c.n = 256;
+    c.k = 512;
+    c.tokens = 150;
+    out.push_back({"64 rows, contiguous, swiglu_oai, f32 out, 4 stages", c});
+  }
+  {
+    GemmCase c = mx_case(32, 3);
+    c.layout = Layout::masked;
+    c.a_scales_column_major = block;
+    c.k = 768;
+    c.tokens = 40;
+    out.push_back({"32 rows, masked, 6 stages (past the slots)", c});
+  }
+  {
+    GemmCase c = mx_case(64, 4);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 256;
+    c.tokens = 30;
+    c.a_per_pair = true;
+    out.push_back({"64 rows, indexed, topk_weight, one A row per pair", c});
+  }
+  {
+    GemmCase c = mx_case(128, 4);
+    c.k = 256;
+    c.tokens = 1;
+    c.drop_blocks = true;
+    out.push_back({"128 rows, one token, blocks dropped", c});
+  }
+  {
+    // Odd experts span 11 binades (folded), even ones 12 (the mma.sync path, plain window).
+    GemmCase c = mx_case(64, 3);
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 384;
+    c.tokens = 90;
+    c.edit = scale_window([](std::uint32_t) { return 0x70u; }, [](std::uint32_t e) { return e % 2 ? 11u : 12u; });
+    out.push_back({"64 rows, scale bytes spanning 11 binades in odd experts (folded) and 12 in even ones", c});
+  }
+  for (bool top : {true, false}) {
+    // The plain window's edges: odd experts' largest byte 190 (top) or 63 (folded), even ones'
+    // 191 or 62 (the mma.sync path), 11 binades each; activations that keep the outputs normal.
+    GemmCase c = mx_case(top ? 128 : 32, 3);
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.a_exponent_shift = top ? -60 : 60;
+    c.k = 256;
+    c.tokens = 100;
+    const std::uint32_t odd_low = top ? 190 - 11 : 63 - 11, even_low = top ? 191 - 11 : 62 - 11;
+    c.edit = scale_window([odd_low, even_low](std::uint32_t e) { return e % 2 ? odd_low : even_low; },
+                          [](std::uint32_t) { return 11u; });
+    out.push_back({std::string(top ? "128" : "32") + " rows, largest scale byte " + (top ? "190 / 191" : "63 / 62") +
+                       " in odd / even experts (folded / not), activations near 2^" + (top ? "-60" : "60"),
+                   c});
+  }
+  {
+    // Bytes near the top of the range (2^113 .. 2^124, the mma.sync path), activations small
+    // enough that nothing overflows; expert 3 has a NaN block (its outputs NaN where it is used).
+    GemmCase c = mx_case(32, 4);
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.a_exponent_shift = -120;
+    c.k = 512;
+    c.tokens = 40;
+    c.edit = [window = scale_window([](std::uint32_t) { return 0xf0u; }, [](std::uint32_t) { return 11u; })](
+                 quant::QuantizedWeights& q) {
+      window(q);
+      q.scales[q.group_index(3, 5, 2)] = 0xff;
+    };
+    out.push_back({"32 rows, scale bytes 0xF0 .. 0xFB (not folded), a NaN byte in expert 3, activations near 2^-120", c});
+  }
+  {
+    // Whole blocks of zero codes with a 0x00 scale in every expert: a folded expert all the same.
+    GemmCase c = mx_case(64, 3);
+    c.out = DType::f32;
+    c.layout = Layout::contiguous;
+    c.k = 256;
+    c.tokens = 60;
+    c.edit = [](quant::QuantizedWeights& q) {
+      for (std::uint32_t e = 0; e < q.experts; ++e)
+        for (std::uint32_t col = e % 4; col < q.n; col += 9) {
+          const std::uint32_t g = (col + e) % q.groups();
+          for (std::uint32_t i = 0; i < 32; ++i) q.codes[q.code_index(e, col, 32 * g + i)] = (i % 3 == 0) ? 8 : 0;
+          q.scales[q.group_index(e, col, g)] = 0;
+        }
+    };
+    out.push_back({"64 rows, all-zero blocks (+0 and -0 codes) with a 0x00 scale, folded", c});
+  }
+  {
+    GemmCase c = mx_case(64, 3);
+    c.a_edge_bytes = true;
+    c.layout = Layout::contiguous;
+    c.out = DType::f32;
+    c.k = 384;
+    c.tokens = 77;
+    out.push_back({"64 rows: NaN codes make their rows NaN, +-448 and subnormal codes exact", c});
+  }
+  return out;
+}
+
 }  // namespace moejit::test

@@ -46,7 +46,7 @@ const RowsShape& rows_shape(std::uint16_t bm) {
 }
 
 // The tiles on sm_90a's warpgroup MMA (MXFP4, or INT4 with groups of 64 k or more, x bf16/f16;
-// such INT4 x e4m3 scaled per token, at 128 k; kernels/grouped_gemm.hpp): two warpgroups of 64 columns each, every warp dequantizing its 16
+// either x e4m3 scaled per token or per 128 k, at 128 k; kernels/grouped_gemm.hpp): two warpgroups of 64 columns each, every warp dequantizing its 16
 // columns once per stage for all the tile's rows, up to 128 k per stage. The 64- and 128-row
 // ones get one stage more than the mma.sync tiles, since their copies run one stage less ahead
 // (templates/gemm/grouped_gemm_wgmma.cuh).
@@ -183,7 +183,9 @@ double estimated_bytes_per_warp_instruction(const TileConfig& t, bool wgmma, con
     // 218-233 instructions, 4.4-4.7 bytes each); smaller groups add the rest.
     // e4m3 activations: q - z as e4m3 bytes takes six operations per register of four (the
     // sign apart from the magnitude) where bf16 takes two per pair, and one wgmma per 32 k, not
-    // two: INT4 g128 at 64 rows runs 276 instructions per 128-k stage against bf16's 218.
+    // two: INT4 g128 at 64 rows runs 276 instructions per 128-k stage against bf16's 218. MXFP4
+    // with its block scales folded into the bytes, eight per register (and two per column and
+    // 32 k for the scale), the same: 275-281 at 64 and 128 rows.
     // e4m3 scaled per 128 k: every run's sums also times their rows' scales, read from shared
     // memory (BM / 8 LDS.64 and BM / 2 FMUL per thread and run), and the stage's copy of them
     // (about 20 more: g128 at 64 rows runs 338 instructions per stage against 276 per token, at

@@ -197,6 +197,48 @@ MOEJIT_DEVICE void e2m1_e4m3_registers(u32 word, u32 (&out)[2]) {
   out[1] = lop3<kLutAndOr>(word << 2, kE4m3E2m1ShiftUp, (word >> 2) & kE4m3E2m1ShiftDown);
 }
 
+// E2M1 to e4m3 with the block scale in the bytes (sm_90a's e4m3 wgmma, which has no scale
+// operand): the byte of code (E, M) becomes the value times 2^(s - s_max + 6), whose exponent
+// field is E + k with k = s - s_max + 12: a normal e4m3 for every nonzero code when k is 1..12
+// (0.5 is 1.0 x 2^-1, exponent field k, mantissa 0), so an expert folds exactly when its scale
+// bytes span at most kE4m3FoldSpan binades; its f32 sums are then multiplied by 2^(s_max - 133)
+// (e4m3_fold_offset). Blocks whose codes are all zero never widen the range (the packer gives
+// them the largest byte), and their bytes stay zero. s_max is also kept in the plain window
+// (kE8m0PlainLow .. kE8m0PlainHigh, below), so that a sum of e4m3 products (at most 2^34 for
+// K <= 2^16, at least 2^-18 where not zero) times the offset (2^-70 .. 2^57) is a normal f32
+// before any activation scale multiplies it: the order the epilogue takes.
+inline constexpr u32 kE4m3FoldSpan = 11;
+MOEJIT_DEVICE bool e4m3_fold_exact(ExpertScaleRange r) {
+  return r.largest >= kE8m0PlainLow && r.largest <= kE8m0PlainHigh && r.smallest <= r.largest &&
+         r.largest - r.smallest <= kE4m3FoldSpan;
+}
+// The expert's part of every column's addend: (12 - s_max) << 3 in each byte, two's complement.
+MOEJIT_DEVICE u32 e4m3_fold_base(ExpertScaleRange r) { return (12u - r.largest) * 0x08080808u; }
+// A column's addend for its block's scale byte s (in byte 0 of `s_byte`, the others zero): k << 3
+// in each byte; the product's carries between bytes cancel with the base's borrows, as k < 32.
+MOEJIT_DEVICE u32 e4m3_fold_addend(u32 s_byte, u32 base) { return s_byte * 0x08080808u + base; }
+MOEJIT_DEVICE float e4m3_fold_offset(ExpertScaleRange r) { return prim::twin::f32_from_bits((r.largest - 6) << 23); }
+
+inline constexpr u32 kLutAndOfOr = prim::kLopA & (prim::kLopB | prim::kLopC);  // a & (b | c)
+
+// One register of e2m1_e4m3_registers (bytes: sign 7, E1 4, E0 3, M 2), folded with a column's
+// addend: codes with E != 0 add it (exponent E + k); code 0.5 (E = 0, M = 1) is the addend
+// alone (its M is the leading one); zero stays zero. Masks by sign-replicating PRMTs: E != 0
+// sets bit 7 of (E1 E0 M << 2) + 0x78, M is bit 7 after << 5.
+MOEJIT_DEVICE u32 e2m1_e4m3_fold(u32 raw, u32 addend) {
+  using namespace moejit::prim;
+  const u32 normal = prmt((raw & 0x1c1c1c1cu) + 0x78787878u, 0u, 0xba98u);
+  const u32 half = prmt(raw << 5, 0u, 0xba98u);
+  return lop3<kLutAndOfOr>(raw, normal, 0x80808080u) + lop3<kLutAndOfOr>(addend, normal, half);
+}
+
+// The two registers of a word of one column, its block's addend folded in.
+MOEJIT_DEVICE void e2m1_e4m3_folded_registers(u32 word, u32 addend, u32 (&out)[2]) {
+  e2m1_e4m3_registers(word, out);
+  out[0] = e2m1_e4m3_fold(out[0], addend);
+  out[1] = e2m1_e4m3_fold(out[1], addend);
+}
+
 // INT4 to e4m3 with the zero point subtracted exactly: q - z in [-15, 15] is the byte |q - z|
 // (an e4m3 worth |q - z| * 2^-9) with the sign at bit 7. Per byte, d = 0x80 + q - z and
 // e = 0x80 + z - q never borrow from a neighbour; d's top bit says q >= z, and then d - 0x80

@@ -258,7 +258,7 @@ MOEJIT_DEVICE void run_tile(const GroupedGemmParams& p, const TileWork& work, un
   };
 
   // The wgmma tiles: INT4 weights (with 16-bit or e4m3 activations), and MXFP4 experts whose
-  // scales fold into the fragments.
+  // scales fold into the fragments (16-bit) or the e4m3 bytes (gemm::e4m3_fold_exact).
   if constexpr (S::kWgmma && (kFragmentScales || !S::kMxfp4)) {
     run_tile_wgmma<Spec>(p, work, smem, dependency_pending, load_activations, load_weights);
     return;
@@ -935,12 +935,20 @@ MOEJIT_GLOBAL void MOEJIT_LAUNCH_BOUNDS(Spec::warps * 32) grouped_gemm_kernel(Gr
       run_tile<Spec, false>(p, work, smem, dependency_pending);
       return;
     } else if constexpr (S::kAct8) {
-      // e4m3 B registers have no room for the scales; their f16 pairs do (as W4A16's f16 ones).
-      if constexpr (S::kE4m3ViaF16)
+      // The wgmma tiles fold the scales into the e4m3 bytes where the expert's range allows.
+      if constexpr (S::kWgmma) {
+        if (gemm::e4m3_fold_exact(range)) {
+          run_tile<Spec, true>(p, work, smem, dependency_pending);
+          return;
+        }
+      } else if constexpr (S::kE4m3ViaF16) {
+        // mma.sync's e4m3 B registers have no room for the scales; their f16 pairs do (as
+        // W4A16's f16 ones).
         if (gemm::fragment_scales_exact<gemm::Half::f16>(range)) {
           run_tile<Spec, true>(p, work, smem, dependency_pending);
           return;
         }
+      }
       if (gemm::e8m0_scales_plain(range)) {
         run_tile<Spec, false, true>(p, work, smem, dependency_pending);
         return;

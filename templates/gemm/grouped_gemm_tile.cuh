@@ -100,11 +100,10 @@ struct GemmShape {
                 "the wgmma tiles: sm_90a, MXFP4 or INT4 (groups of 64 k or more), 32, 64 or 128 x 128 x 64 or 128, "
                 "8 warps, no split-K, 3+ stages");
   static_assert(!kWgmma || !kAct8 ||
-                    (!kMxfp4 &&
-                     (Spec::act_scale == kernel_enum::act_scale_token || Spec::act_scale == kernel_enum::act_scale_block128) &&
+                    ((Spec::act_scale == kernel_enum::act_scale_token || Spec::act_scale == kernel_enum::act_scale_block128) &&
                      BK == 128),
-                "the wgmma tiles with e4m3 activations: INT4 weights, scales per token or per 128 k, 128 k per stage "
-                "(one 128-byte swizzle row, one scale block)");
+                "the wgmma tiles with e4m3 activations: scales per token or per 128 k, 128 k per stage (one 128-byte "
+                "swizzle row, one scale block)");
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
 #if MOEJIT_TARGET_DEVICE
   // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.

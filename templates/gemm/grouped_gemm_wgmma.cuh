@@ -2,7 +2,7 @@
 // The grouped GEMM's main loop and epilogue on the warpgroup MMA of sm_90a (common/wgmma.cuh),
 // for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
 // the fragments, or INT4 weights with scale groups of 64 k or more, x bf16/f16 activations; or
-// such INT4 weights x e4m3 activations scaled per token or per 128 k; 32, 64 or 128 rows x 128
+// such weights x e4m3 activations scaled per token or per 128 k; 32, 64 or 128 rows x 128
 // columns x 64 or 128 k per stage (128 for e4m3), 8 warps, no split-K).
 //
 // The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
@@ -37,7 +37,10 @@
 // e4m3 activations (W4A8): each 32-k tile is one m64nBMk32 e4m3 wgmma. The weights are packed
 // in the 8-bit order (PackedOrder::a8), whose words are mma.m16n8k32's B fragments, the lane's
 // two per n8 tile; gemm::int4_e4m3_registers makes them (q - z) 2^-9 exactly, and, pairwise,
-// they are wgmma's A fragment as for 16-bit types. A stage's 128 k of a row are one 128-byte
+// they are wgmma's A fragment as for 16-bit types. MXFP4: a 32-k tile is one scale block, and
+// gemm::e2m1_e4m3_folded_registers puts each column's block scale into its bytes' exponents
+// (exact for experts whose scale bytes span at most 11 binades, gemm::e4m3_fold_exact; the
+// others take the mma.sync path in the same kernel), so the sums need only the expert's 2^c. A stage's 128 k of a row are one 128-byte
 // swizzle row. The activations' per-token scales, times 2^9, multiply each row's sums in the
 // epilogue: read once per tile into shared memory before the main loop. Scales per 128 k
 // change at every stage, so every stage's sums are added into `total` apart, times their
@@ -89,8 +92,24 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   const u32 group_warp = warp % 4;
   const u32 strip = warp / 4 * 2 + group_warp / 2, half = group_warp % 2;
   const u32 stages = work.stage_end - work.stage_begin;
+  // MXFP4: the expert's constant for its scale operands (16-bit) or its bytes' addends (e4m3),
+  // and what its f32 sums are multiplied by.
+  const gemm::ExpertScaleRange range = gemm::expert_scale_range(work.scale_range);
   [[maybe_unused]] u32 scale_addend = 0;
-  if constexpr (!kInt4) scale_addend = gemm::fragment_scale_addend<S::kHalf>(gemm::expert_scale_range(work.scale_range));
+  if constexpr (!kInt4) {
+    if constexpr (kAct8) scale_addend = gemm::e4m3_fold_base(range);
+    else scale_addend = gemm::fragment_scale_addend<S::kHalf>(range);
+  }
+  float result_scale = 1.0f;
+  if constexpr (!kInt4) {
+    result_scale = kAct8 ? gemm::e4m3_fold_offset(range) : gemm::fragment_scale_offset(range);
+    if (!packed_order_mark_accepts(work.scale_range, S::kOrder)) result_scale = twin::f32_from_bits(0x7fc00000u);
+  }
+  // e4m3: the power of two the activations' scales take with them (INT4's registers are
+  // (q - z) 2^-9; MXFP4's scales are in result_scale).
+  constexpr float kRowScaleFactor = kInt4 ? static_cast<float>(1u << gemm::kInt4E4m3Exponent) : 1.0f;
+  // MXFP4 x e4m3: the PRMT selectors of the warp's two scale bytes (n8 tiles 2 half, 2 half + 1).
+  [[maybe_unused]] const u32 scale_byte_lo = 0x4440u | (2 * half), scale_byte_hi = 0x4440u | (2 * half + 1);
   // INT4: the zero-point offsets of the warp's two columns (n8 tiles 2 half and 2 half + 1),
   // constant where the weights are symmetric, and their scales, two 16-bit values, as the
   // current group's first tile finds them.
@@ -112,8 +131,17 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
       // B registers {b0: k 4t..4t+3, b1: k 16+4t..16+4t+3} of each tile; A = {row g k lo, row
       // g + 8 k lo, row g k hi, row g + 8 k hi}.
       u32 lo[2], hi[2];
-      gemm::int4_e4m3_registers(words.x, zero8_lo, lo);
-      gemm::int4_e4m3_registers(words.y, zero8_hi, hi);
+      if constexpr (kInt4) {
+        gemm::int4_e4m3_registers(words.x, zero8_lo, lo);
+        gemm::int4_e4m3_registers(words.y, zero8_hi, hi);
+      } else {
+        // The strip's scale word: byte w is n8 tile w's (row g's column) for this 32 k.
+        const u32 scale_word = ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g);
+        gemm::e2m1_e4m3_folded_registers(
+            words.x, gemm::e4m3_fold_addend(prmt(scale_word, 0u, scale_byte_lo), scale_addend), lo);
+        gemm::e2m1_e4m3_folded_registers(
+            words.y, gemm::e4m3_fold_addend(prmt(scale_word, 0u, scale_byte_hi), scale_addend), hi);
+      }
       frag[0][0] = lo[0];
       frag[0][1] = hi[0];
       frag[0][2] = lo[1];
@@ -184,11 +212,11 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // `run_stage` (the run's stage) holds.
   auto add_group = [&]([[maybe_unused]] const unsigned char* run_stage) {
     if constexpr (kTotal) {
-      float s[2];
-      unpack_scale_pair<Spec>(group_scales, s[0], s[1]);
+      float s[2] = {result_scale, result_scale};  // MXFP4: the expert's; INT4: the columns' below
+      if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, s[0], s[1]);
       if constexpr (kRowBlocks) {
         MOEJIT_UNROLL
-        for (u32 c = 0; c < 2; ++c) s[c] *= static_cast<float>(1u << gemm::kInt4E4m3Exponent);
+        for (u32 c = 0; c < 2; ++c) s[c] *= kRowScaleFactor;
         const unsigned char* row_scales = run_stage + kRowScaleOffset + 8 * t;  // row 2t; 8j further: 32j bytes
         MOEJIT_UNROLL
         for (u32 j = 0; j < BM / 8; ++j) {
@@ -262,14 +290,14 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     for (u32 s = 0; s < kAhead; ++s)
       if (s < stages) load_weights(smem + s * S::kStageBytes, s);
   grid_dependency_wait();
-  // e4m3 per token: each row's activation scale times the registers' 2^9, in place of its
+  // e4m3 per token: each row's activation scale (INT4: times the registers' 2^9), in place of its
   // a_scales row (f32 bits; 0 for no row), for the epilogue: the main loop's first barrier
   // orders it.
   if constexpr (kAct8 && !kRowBlocks) {
     if (tid < BM) {
       const i32 row = a_scale_row[tid];
       const float x = row >= 0 ? static_cast<const float*>(p.a_scales)[row] : 0.0f;
-      a_scale_row[tid] = static_cast<i32>(twin::f32_bits(x * static_cast<float>(1u << gemm::kInt4E4m3Exponent)));
+      a_scale_row[tid] = static_cast<i32>(twin::f32_bits(x * kRowScaleFactor));
     }
   }
   for (u32 s = 0; s < kAhead; ++s) {
@@ -348,14 +376,9 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
   // ---- Epilogue ----
-  // MXFP4: the fragments' offset 2^c (NaN for tiles packed for other activations). INT4: the
-  // last group's (or the only group's) scales of the thread's two columns, its sums added to
+  // MXFP4: result_scale, the expert's offset (NaN for tiles packed for other activations). INT4:
+  // the last group's (or the only group's) scales of the thread's two columns, its sums added to
   // the finished groups'.
-  float result_scale = 1.0f;
-  if constexpr (!kInt4) {
-    result_scale = gemm::fragment_scale_offset(gemm::expert_scale_range(work.scale_range));
-    if (!packed_order_mark_accepts(work.scale_range, S::kOrder)) result_scale = twin::f32_from_bits(0x7fc00000u);
-  }
   [[maybe_unused]] float column_scale[2] = {1.0f, 1.0f};
   if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, column_scale[0], column_scale[1]);
   auto result = [&](u32 i) {
