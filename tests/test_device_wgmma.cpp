@@ -46,7 +46,7 @@ TEST_CASE("wgmma on the GPU: D = A * B for every type, N and layout, one and two
   std::mt19937 rng(std::random_device{}());
   for (Type type : {type_bf16, type_f16, type_e4m3})
     for (std::uint32_t n_index = 0; n_index < 3; ++n_index)
-      for (std::uint32_t layout = 0; layout < 3; ++layout)
+      for (std::uint32_t layout = 0; layout < kLayouts; ++layout)
         for (std::uint32_t threads : {128u, 256u}) {
           const std::uint32_t n = kNs[n_index], rows = threads / 2;
           CAPTURE(type_name(type));

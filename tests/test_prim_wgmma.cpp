@@ -31,16 +31,18 @@ TEST_CASE("wgmma matrix descriptor: the PTX ISA's bit fields") {
   for (int rep = 0; rep < 200; ++rep) {
     const std::uint32_t start = (rng() % (1u << 18)) & ~15u, lbo = (rng() % (1u << 18)) & ~15u,
                         sbo = (rng() % (1u << 18)) & ~15u;
-    const auto layout = rep % 2 ? prim::WgmmaLayout::swizzle_128b : prim::WgmmaLayout::interleave;
+    const auto layout = rep % 3 == 2   ? prim::WgmmaLayout::swizzle_64b
+                        : rep % 3 == 1 ? prim::WgmmaLayout::swizzle_128b
+                                       : prim::WgmmaLayout::interleave;
     const std::uint64_t d = prim::make_wgmma_descriptor(start, lbo, sbo, layout);
     CAPTURE(d);
     // Matrix descriptor format: bits 13-0 start >> 4, 29-16 LBO >> 4, 45-32 SBO >> 4, 51-49
-    // base offset, 63-62 swizzle mode (0 none, 1 128B); every other bit 0.
+    // base offset, 63-62 swizzle mode (0 none, 1 128B, 2 64B); every other bit 0.
     CHECK((d & 0x3FFF) == start >> 4);
     CHECK(((d >> 16) & 0x3FFF) == lbo >> 4);
     CHECK(((d >> 32) & 0x3FFF) == sbo >> 4);
     CHECK(((d >> 49) & 7) == 0);
-    CHECK((d >> 62) == (layout == prim::WgmmaLayout::swizzle_128b ? 1u : 0u));
+    CHECK((d >> 62) == (layout == prim::WgmmaLayout::swizzle_64b ? 2u : layout == prim::WgmmaLayout::swizzle_128b ? 1u : 0u));
     CHECK((d & 0x3FFFC000C000C000ull & ~(7ull << 49)) == 0);
     const prim::twin::WgmmaDescriptor back = prim::twin::decode_wgmma_descriptor(d);
     CHECK(back.start == start);
@@ -103,7 +105,7 @@ TEST_CASE("wgmma twin on the host backend: D = A * B for every type, N and layou
   };
   for (Type type : {type_bf16, type_f16, type_e4m3})
     for (std::uint32_t n : kNs)
-      for (std::uint32_t layout = 0; layout < 3; ++layout)
+      for (std::uint32_t layout = 0; layout < kLayouts; ++layout)
         check(*probe, type, n, layout, (n + layout) % 2 ? 256 : 128);
   check(*pipeline, type_bf16, 128, 2, 128);
 }

@@ -142,14 +142,11 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
       CHECK(small.tile.warps == 4);
     }
   }
-  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's) and MXFP4 with e4m3
-  // activations (its scales change every 32 k, and e4m3 registers have no room for them): the
-  // mma.sync prefill tiles.
+  // INT4 with groups of 32 k (each group's sums would wait for its wgmma's): the mma.sync
+  // prefill tiles.
   for (const auto& [weight, act, act_scale, group] :
        {std::tuple{WeightFormat::int4_sym, DType::bf16, ActScale::none, 32u},
         std::tuple{WeightFormat::int4_asym, DType::f16, ActScale::none, 32u},
-        std::tuple{WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32u},
-        std::tuple{WeightFormat::mxfp4, DType::e4m3, ActScale::block128, 32u},
         std::tuple{WeightFormat::int4_asym, DType::e4m3, ActScale::token, 32u},
         std::tuple{WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 32u}}) {
     GemmWork w = prefill_work(weight, weight == WeightFormat::mxfp4 ? DType::e8m0 : DType::bf16, group, act);
@@ -172,29 +169,37 @@ TEST_CASE("sm_90a's MXFP4 and INT4 x bf16/f16 prefill tiles are the wgmma ones, 
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::bf16, ActScale::none, 32, 64, 128, 64, 4, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::f16, ActScale::none, 32, 128, 128, 64, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::none, 128, 128, 128, 64, 8, 4, 1));
-  // e4m3: INT4 (groups of 64 k or more) with per-token or per-128-k scales, and only at 128 k
-  // per stage.
+  // e4m3: INT4 (groups of 64 k or more) and MXFP4, with per-token scales at 128 or 64 k per
+  // stage, with per-128-k ones at 128 k.
   CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 128, 8, 4, 1));
   CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::e4m3, ActScale::token, 64, 32, 128, 128, 8, 6, 1));
   CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128, 128, 128, 128, 8, 4, 1));
   CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_asym, DType::e4m3, ActScale::block128, 4096, 64, 128, 128, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 64, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 128, 128, 128, 64, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::block128, 32, 64, 128, 128, 8, 4, 1));
+  CHECK(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32, 64, 128, 64, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 128, 128, 128, 64, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::block128, 32, 128, 128, 64, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::block128, 32, 128, 128, 128, 8, 4, 1));
-  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
+  CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::mxfp4, DType::e4m3, ActScale::token, 32, 128, 128, 256, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, WeightFormat::int4_sym, DType::e4m3, ActScale::token, 32, 128, 128, 128, 8, 4, 1));
   CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90, WeightFormat::int4_sym, DType::bf16, ActScale::none, 128, 128, 128, 64, 8, 4, 1));
 }
 
-TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (activation scales per token or per 128 k, 128 k) are the e4m3 wgmma ones") {
+TEST_CASE("sm_90a's W4A8 prefill tiles (INT4 and MXFP4, activation scales per token or per 128 k) are the e4m3 wgmma ones") {
   for (const auto& [weight, scale, group] : {std::tuple{WeightFormat::int4_sym, DType::bf16, 128u},
                                              std::tuple{WeightFormat::int4_asym, DType::f16, 64u},
-                                             std::tuple{WeightFormat::int4_sym, DType::bf16, 7168u}}) {
+                                             std::tuple{WeightFormat::int4_sym, DType::bf16, 7168u},
+                                             std::tuple{WeightFormat::mxfp4, DType::e8m0, 32u}}) {
     CAPTURE(to_string(weight));
     CAPTURE(group);
     GemmWork w = prefill_work(weight, scale, group, DType::e4m3);
     w.act_scale = ActScale::token;
-    for (std::uint16_t bm : {32, 64, 128}) {
+    // (MXFP4's 32-row mma.sync tile issues fewer instructions per weight than the e4m3 wgmma one
+    // and keeps those rows.)
+    for (std::uint16_t bm : weight == WeightFormat::mxfp4 ? std::vector<std::uint16_t>{64, 128}
+                                                          : std::vector<std::uint16_t>{32, 64, 128}) {
       CAPTURE(bm);
       const TileConfig t = plan_gemm(w, bm, Arch::sm_90a, 132).tile;
       CHECK(t.bm == bm);
@@ -219,14 +224,15 @@ TEST_CASE("sm_90a's W4A8 INT4 prefill tiles (activation scales per token or per 
                                       o.stages, 1));
         }
     }
-    // A K that is no multiple of 128 stays on mma.sync (an e4m3 row of 64 k is no 128-byte
-    // swizzle row).
+    // A K that is no multiple of 128 (gpt-oss-120b's 2880) takes 64 k per stage, a row of the
+    // 64-byte swizzle, at 128 rows (per-token scales; per 128 k, K must be a multiple of 128).
     GemmWork odd_k = w;
     odd_k.k = 2880;
-    odd_k.group_size = group == 7168 ? 2880 : 64;
-    const TileConfig t = plan_gemm(odd_k, 64, Arch::sm_90a, 132).tile;
-    CHECK_FALSE(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::token, odd_k.group_size, t.bm, t.bn,
-                                t.bk, t.warps, t.stages, 1));
+    odd_k.group_size = group == 7168 ? 2880 : group == 128 ? 64 : group;
+    const TileConfig t = plan_gemm(odd_k, 128, Arch::sm_90a, 132).tile;
+    CHECK(t.bk == 64);
+    CHECK(gemm_uses_wgmma(Arch::sm_90a, weight, DType::e4m3, ActScale::token, odd_k.group_size, t.bm, t.bn, t.bk,
+                          t.warps, t.stages, 1));
   }
 }
 

@@ -296,6 +296,13 @@ inline std::vector<NamedGemmCase> wgmma_w4a8_cases(ActScale act_scale) {
     c.tokens = 77;
     out.push_back({"64 rows, zero points, bf16 scales, g128: NaN codes make their rows NaN, +-448 and subnormal codes exact", c});
   }
+  if (!block) {  // 64 k per stage (K not a multiple of 128): the 64-byte swizzle
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 4, DType::e4m3, 64, act_scale);
+    c.epilogue = Epilogue::topk_weight;
+    c.k = 320;
+    c.tokens = 60;
+    out.push_back({"64 rows, zero points, bf16 scales, g64, 64 k per stage, K 320 (5 stages), topk_weight", c});
+  }
   for (int shift : {-120, 100}) {
     GemmCase c = w4a8_case(WeightFormat::int4_sym, DType::bf16, 128, 64, 3);
     c.a_exponent_shift = shift;
@@ -317,8 +324,8 @@ inline std::vector<NamedGemmCase> wgmma_w4a8_cases(ActScale act_scale) {
 inline std::vector<NamedGemmCase> wgmma_mxfp4_w4a8_cases(ActScale act_scale) {
   std::vector<NamedGemmCase> out;
   const bool block = act_scale == ActScale::block128;
-  auto mx_case = [&](std::uint16_t bm, std::uint8_t stages) {
-    GemmCase c = wgmma_case(bm, stages, DType::e4m3, 128);
+  auto mx_case = [&](std::uint16_t bm, std::uint8_t stages, std::uint16_t bk = 128) {
+    GemmCase c = wgmma_case(bm, stages, DType::e4m3, bk);
     c.act_scale = act_scale;
     return c;
   };
@@ -446,6 +453,27 @@ inline std::vector<NamedGemmCase> wgmma_mxfp4_w4a8_cases(ActScale act_scale) {
     c.k = 384;
     c.tokens = 77;
     out.push_back({"64 rows: NaN codes make their rows NaN, +-448 and subnormal codes exact", c});
+  }
+  if (!block) {  // 64 k per stage (K not a multiple of 128): the 64-byte swizzle; per-token scales only
+    {
+      GemmCase c = mx_case(64, 4, 64);
+      c.epilogue = Epilogue::silu_and_mul;
+      c.bias = true;
+      c.n = 160;
+      c.k = 320;
+      c.tokens = 70;
+      c.topk = 4;
+      out.push_back({"64 rows, 64 k per stage, K 320 (5 stages), indexed, silu_and_mul with bias, N 160", c});
+    }
+    {
+      GemmCase c = mx_case(128, 3, 64);
+      c.out = DType::f32;
+      c.layout = Layout::contiguous;
+      c.k = 192;
+      c.tokens = 140;
+      c.edit = scale_window([](std::uint32_t) { return 0x70u; }, [](std::uint32_t e) { return e % 2 ? 11u : 12u; });
+      out.push_back({"128 rows, 64 k per stage, K 192, spans of 11 (folded) and 12 binades (the mma.sync path)", c});
+    }
   }
   return out;
 }

@@ -20,6 +20,8 @@ namespace moejit::test::wgmma_probe {
 //   1: interleave, core matrices adjacent in N (LBO N * 16, SBO 128)
 //   2: 128-byte swizzle: column n at (n / 8) * 1024 + (n % 8) * 128, its 16-byte chunk c at
 //      chunk c ^ (n % 8) of that row (SBO 1024), from a 1024-byte aligned shared address
+//   3: 64-byte swizzle: K in two halves of 64 bytes, half h of column n at h * N * 64 +
+//      (n / 8) * 512 + (n % 8) * 64, its chunk c (0..3) at chunk c ^ (n % 8 / 2) (SBO 512)
 // mode: bits 0-1 the type (0 bf16, 1 f16, 2 e4m3), 2-3 the layout, 4-7 a misuse to commit
 // (0 none; see the test cases), 8-9 N (0: 8, 1: 64, 2: 256). out: D (rows x N f32), then for misuse 4 two more.
 inline const char* const kWgmmaKernel = R"(#pragma once
@@ -29,12 +31,12 @@ inline const char* const kWgmmaKernel = R"(#pragma once
 #include "hosttest/params.cuh"
 namespace moejit::kernels {
 
-// Layout: 0-2 as above, 3 the one in p.mode.
-template <u32 N, u32 Type, bool Misuse, u32 Layout = 3>
+// Layout: 0-3 as above, 4 the one in p.mode.
+template <u32 N, u32 Type, bool Misuse, u32 Layout = 4>
 MOEJIT_DEVICE void wgmma_case(hosttest::Params p) {
   using namespace moejit::prim;
   constexpr u32 kSteps = 4;  // 128 bytes of K in steps of 32 bytes (k16, or k32 of e4m3)
-  const u32 layout = Layout < 3 ? Layout : p.mode >> 2 & 3, misuse = Misuse ? p.mode >> 4 & 15 : 0;
+  const u32 layout = Layout < 4 ? Layout : p.mode >> 2 & 3, misuse = Misuse ? p.mode >> 4 & 15 : 0;
   const u32 thread = thread_x(), lane = thread % 32, warp = thread / 32;
   const u32 rows = block_threads() / 2;
   const u8* a_bytes = reinterpret_cast<const u8*>(p.in);
@@ -46,7 +48,8 @@ MOEJIT_DEVICE void wgmma_case(hosttest::Params p) {
     u32 at;
     if (layout == 0) at = (n / 8) * 1024 + chunk * 128 + (n % 8) * 16;
     else if (layout == 1) at = chunk * (N / 8) * 128 + (n / 8) * 128 + (n % 8) * 16;
-    else at = (n / 8) * 1024 + (n % 8) * 128 + (chunk ^ (n % 8)) * 16;
+    else if (layout == 2) at = (n / 8) * 1024 + (n % 8) * 128 + (chunk ^ (n % 8)) * 16;
+    else at = chunk / 4 * N * 64 + (n / 8) * 512 + (n % 8) * 64 + ((chunk % 4) ^ (n % 8 / 2)) * 16;
     for (u32 b = 0; b < 16; ++b) b_smem[at + b] = b_bytes[n * 128 + chunk * 16 + b];
   }
   fence_proxy_async_shared();
@@ -66,7 +69,8 @@ MOEJIT_DEVICE void wgmma_case(hosttest::Params p) {
     if (layout == 0) return make_wgmma_descriptor(base + s * 256, 128, 1024, WgmmaLayout::interleave);
     if (layout == 1)
       return make_wgmma_descriptor(base + s * 2 * N * 16, N * 16, 128, WgmmaLayout::interleave);
-    return make_wgmma_descriptor(base + s * 32, 16, 1024, WgmmaLayout::swizzle_128b);
+    if (layout == 2) return make_wgmma_descriptor(base + s * 32, 16, 1024, WgmmaLayout::swizzle_128b);
+    return make_wgmma_descriptor(base + s / 2 * N * 64 + s % 2 * 32, 16, 512, WgmmaLayout::swizzle_64b);
   };
   auto mma = [&](float (&acc)[N / 2], u32 s, u64 desc, u32 accumulate) {
     if constexpr (Type == 0) wgmma_m64k16_bf16<N>(acc, a[s], desc, accumulate);
@@ -164,6 +168,7 @@ inline constexpr const char* kEntry = "test/wgmma_probe.cuh";
 inline constexpr std::uint32_t kShared = 256 * 128 + 1024;
 
 enum Type : std::uint32_t { type_bf16 = 0, type_f16 = 1, type_e4m3 = 2 };
+inline constexpr std::uint32_t kLayouts = 4;  // the B layouts above
 inline constexpr std::uint32_t kNs[] = {8, 64, 256};
 
 struct Operands {

@@ -201,12 +201,13 @@ bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_sca
   // every tile's (templates/gemm/grouped_gemm_wgmma.cuh).
   const bool int4_groups = weight != WeightFormat::mxfp4 && group >= 64;
   // e4m3 activations: INT4 as above, or MXFP4 (its E8M0 scales folded into the e4m3 bytes, one
-  // block per 32-k wgmma), scaled per token (applied in the epilogue) or per 128 k (applied with
-  // the weights' scales at every stage, which is one such block), and 128 k per stage (one
-  // 128-byte swizzle row of 8-bit activations).
+  // block per 32-k wgmma), scaled per token (applied in the epilogue) with 128 or 64 k per stage
+  // (one row of the 128- or 64-byte swizzle), or per 128 k with 128 k per stage (applied with the
+  // weights' scales at every stage, which is one such block).
   const bool act16 = (act == DType::bf16 || act == DType::f16) && (weight == WeightFormat::mxfp4 || int4_groups);
-  const bool act8 = act == DType::e4m3 && (act_scale == ActScale::token || act_scale == ActScale::block128) &&
-                    (weight == WeightFormat::mxfp4 || int4_groups) && bk == 128;
+  const bool act8 = act == DType::e4m3 && (weight == WeightFormat::mxfp4 || int4_groups) &&
+                    ((act_scale == ActScale::token && (bk == 128 || bk == 64)) ||
+                     (act_scale == ActScale::block128 && bk == 128));
   return arch == Arch::sm_90a && (act16 || act8) && (bm == 32 || bm == 64 || bm == 128) && bn == 128 &&
          (bk == 64 || bk == 128) && warps == 8 && stages >= 3 && split_k == 1;
 }

@@ -14,12 +14,15 @@
 //
 // B is read through a 64-bit matrix descriptor (make_wgmma_descriptor): "K-major", each of the
 // N columns with its K elements at increasing addresses, grouped in core matrices of 8 columns
-// x 16 bytes. Two layouts are supported (WgmmaLayout), element (k, n) of e bytes at:
+// x 16 bytes. Three layouts are supported (WgmmaLayout), element (k, n) of e bytes at:
 //   interleave: start + (n / 8) * SBO + (k * e / 16) * LBO + (n % 8) * 16 + (k * e) % 16
 //   swizzle_128b: x = start + (n / 8) * SBO + (n % 8) * 128 + k * e, then bits 4-6 of the
 //                 address XOR bits 7-9: x ^ ((x >> 7) & 7) << 4. The pattern follows absolute
 //                 shared-window addresses, so 8-column groups must start 1024-byte aligned;
 //                 a k step within the 128-byte row moves `start` by k * e bytes.
+//   swizzle_64b: the same with 64-byte rows: x = start + (n / 8) * SBO + (n % 8) * 64 + k * e,
+//                then bits 4-5 XOR bits 7-8: x ^ ((x >> 7) & 3) << 4; 8-column groups start
+//                512-byte aligned.
 //
 // Asynchrony. The MMA runs after the instruction issues: its accumulators may not be read or
 // written, nor B overwritten, until a wgmma.wait_group completes its group; the A registers
@@ -38,7 +41,7 @@
 //     trap, at a chained issue and at every completion;
 //   - B is read at issue and again at the wait: a change in between traps;
 //   - b-desc and the accumulate flag must agree across the warp; the layout must be one of the
-//     two above, the operand inside the block's shared memory, and the base offset 0.
+//     three above, the operand inside the block's shared memory, and the base offset 0.
 // It sums each output exactly in double and rounds once to f32, like mma.sync's twin; the
 // hardware's order and precision of the sum are unspecified, so device results may differ
 // from the twin in the low bits of f32. Fences are no-ops on the host, which runs each thread
@@ -48,7 +51,7 @@
 
 namespace moejit::prim {
 
-enum class WgmmaLayout : u32 { interleave = 0, swizzle_128b = 1 };
+enum class WgmmaLayout : u32 { interleave = 0, swizzle_128b = 1, swizzle_64b = 2 };
 
 // The shared-window address of `p` (the address space wgmma descriptors and the swizzle refer
 // to). On the host: its offset in the block's dynamic shared memory.
@@ -66,7 +69,7 @@ MOEJIT_DEVICE u32 shared_window_address(const void* p) {
 // PTX ISA "Matrix Descriptor Format": bits 0-13 the start address >> 4, 16-29 the leading
 // dimension byte offset (LBO, between core matrices adjacent in K) >> 4, 32-45 the stride
 // dimension byte offset (SBO, between core matrices adjacent in N) >> 4, 49-51 the base offset
-// (0 here), 62-63 the layout (0 interleave, 1 128-byte swizzle). Addresses and offsets are
+// (0 here), 62-63 the layout (0 interleave, 1 128-byte swizzle, 2 64-byte swizzle). Addresses and offsets are
 // multiples of 16 below 256 KiB.
 MOEJIT_DEVICE u64 make_wgmma_descriptor(u32 start, u32 lbo, u32 sbo, WgmmaLayout layout) {
   return static_cast<u64>((start >> 4) & 0x3FFFu) | static_cast<u64>((lbo >> 4) & 0x3FFFu) << 16 |
@@ -93,6 +96,10 @@ constexpr WgmmaDescriptor decode_wgmma_descriptor(u64 d) {
 constexpr u32 wgmma_b_address(const WgmmaDescriptor& d, u32 n, u32 k_bytes) {
   if (d.layout == static_cast<u32>(WgmmaLayout::interleave))
     return d.start + (n / 8) * d.sbo + (k_bytes / 16) * d.lbo + (n % 8) * 16 + k_bytes % 16;
+  if (d.layout == static_cast<u32>(WgmmaLayout::swizzle_64b)) {
+    const u32 x = d.start + (n / 8) * d.sbo + (n % 8) * 64 + k_bytes;
+    return x ^ ((x >> 7) & 3u) << 4;
+  }
   const u32 x = d.start + (n / 8) * d.sbo + (n % 8) * 128 + k_bytes;
   return x ^ ((x >> 7) & 7u) << 4;
 }
@@ -140,7 +147,7 @@ template <u32 N>
 const char* wgmma_gather_b(const WgmmaPending<N>& p, u8 (&out)[N / 4][32]) {
   const WgmmaDescriptor d = decode_wgmma_descriptor(p.b_desc);
   if (d.base_offset != 0) return "wgmma: the B descriptor's base offset is not 0";
-  if (d.layout > 1) return "wgmma: the B descriptor's layout is a 32- or 64-byte swizzle";
+  if (d.layout > 2) return "wgmma: the B descriptor's layout is the 32-byte swizzle";
   for (u32 c = 0; c < N / 4; ++c) {
     const u32 n = 8 * (c / 2) + 2 * (p.lane % 4) + c % 2;
     for (u32 kb = 0; kb < 32; kb += 16) {

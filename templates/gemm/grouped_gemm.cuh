@@ -62,10 +62,12 @@ MOEJIT_DEVICE u32 swizzle_chunk(u32 row, u32 chunk) {
 
 // Where 16-byte chunk `chunk` of row `row` lies in a stage's A tile: rows of the swizzle above,
 // or, in the wgmma tiles, blocks (GemmShape::kABlockBytes) whose 128-byte rows, 64 k of a
-// 16-bit type or 128 k of e4m3, are wgmma's 128-byte swizzle.
+// 16-bit type or 128 k of e4m3, are wgmma's 128-byte swizzle. (64-byte rows, e4m3 stages of
+// 64 k, are wgmma's 64-byte swizzle as the rows above have it.)
 template <class S>
 MOEJIT_DEVICE u32 a_tile_offset(u32 row, u32 chunk) {
-  if constexpr (S::kWgmma) return chunk / 8 * S::kABlockBytes + row * 128 + ((chunk % 8) ^ (row % kSwizzleRows)) * 16;
+  if constexpr (S::kWgmma && S::kARowPitch == 128)
+    return chunk / 8 * S::kABlockBytes + row * 128 + ((chunk % 8) ^ (row % kSwizzleRows)) * 16;
   else return row * S::kARowBytes + swizzle_chunk<S::kARowChunks>(row, chunk) * 16;
 }
 

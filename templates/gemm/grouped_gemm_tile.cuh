@@ -6,6 +6,7 @@
 #include "common/math.cuh"
 #include "common/mma_block_scale.cuh"
 #include "common/numeric.cuh"
+#include "common/wgmma.cuh"
 #include "gemm/dequant.cuh"
 #include "gemm/grouped_gemm_params.cuh"
 
@@ -85,9 +86,13 @@ struct GemmShape {
   static constexpr u32 kARowChunks = kARowBytes / 16;  // 16-byte chunks in one A row of the tile
   // Bytes from one A row of the tile to the next. The wgmma tiles keep each 128 bytes of k (64
   // k of 16-bit activations, 128 of e4m3) as a block of BM rows x 128 bytes (kABlockBytes
-  // apart), the unit of wgmma's 128-byte swizzle; the other tiles store whole rows.
-  static constexpr u32 kARowPitch = kWgmma ? 128 : kARowBytes;
-  static constexpr u32 kABlockBytes = BM * 128;
+  // apart), the unit of wgmma's 128-byte swizzle; e4m3 stages of 64 k are one block of 64-byte
+  // rows, wgmma's 64-byte swizzle, which is the other tiles' swizzle of such rows. The other
+  // tiles store whole rows.
+  static constexpr u32 kARowPitch = kWgmma && kARowBytes > 128 ? 128 : kARowBytes;
+  static constexpr u32 kABlockBytes = BM * kARowPitch;
+  static constexpr prim::WgmmaLayout kWgmmaALayout =
+      kARowPitch == 64 ? prim::WgmmaLayout::swizzle_64b : prim::WgmmaLayout::swizzle_128b;
   static constexpr u32 kAChunks = BM * kARowChunks, kBChunks = BN * BK / 32;
   static constexpr u32 kSChunks = kSBytes / 16, kZChunks = kZBytes / 16;
   static constexpr u32 kAPerThread = (kAChunks + kThreads - 1) / kThreads;
@@ -100,10 +105,10 @@ struct GemmShape {
                 "the wgmma tiles: sm_90a, MXFP4 or INT4 (groups of 64 k or more), 32, 64 or 128 x 128 x 64 or 128, "
                 "8 warps, no split-K, 3+ stages");
   static_assert(!kWgmma || !kAct8 ||
-                    ((Spec::act_scale == kernel_enum::act_scale_token || Spec::act_scale == kernel_enum::act_scale_block128) &&
-                     BK == 128),
-                "the wgmma tiles with e4m3 activations: scales per token or per 128 k, 128 k per stage (one 128-byte "
-                "swizzle row, one scale block)");
+                    ((Spec::act_scale == kernel_enum::act_scale_token && (BK == 128 || BK == 64)) ||
+                     (Spec::act_scale == kernel_enum::act_scale_block128 && BK == 128)),
+                "the wgmma tiles with e4m3 activations: scales per token with 128 or 64 k per stage (one row of the "
+                "128- or 64-byte swizzle), or per 128 k with 128 k per stage (one scale block)");
   static_assert(!kAct4 || (kBlockScaleMma && BK % 64 == 0), "e2m1 activations: MXFP4 weights, sm_120a/121a, k64 steps");
 #if MOEJIT_TARGET_DEVICE
   // A spec that asks for the block-scaled mma on a target (or toolkit) without it would trap.

@@ -3,7 +3,7 @@
 // for the tiles that have one (GemmShape::kWgmma: MXFP4 weights with their scales folded into
 // the fragments, or INT4 weights with scale groups of 64 k or more, x bf16/f16 activations; or
 // such weights x e4m3 activations scaled per token or per 128 k; 32, 64 or 128 rows x 128
-// columns x 64 or 128 k per stage (128 for e4m3), 8 warps, no split-K).
+// columns x 64 or 128 k per stage (128 for e4m3 scaled per 128 k), 8 warps, no split-K).
 //
 // The product is computed transposed: C^T = W_e * A^T. The weights are wgmma's A operand, from
 // registers: warpgroup h (warps 4h .. 4h + 3) owns packed columns 64h .. 64h + 63 of the tile,
@@ -40,14 +40,16 @@
 // they are wgmma's A fragment as for 16-bit types. MXFP4: a 32-k tile is one scale block, and
 // gemm::e2m1_e4m3_folded_registers puts each column's block scale into its bytes' exponents
 // (exact for experts whose scale bytes span at most 11 binades, gemm::e4m3_fold_exact; the
-// others take the mma.sync path in the same kernel), so the sums need only the expert's 2^c. A stage's 128 k of a row are one 128-byte
-// swizzle row. The activations' per-token scales, times 2^9, multiply each row's sums in the
-// epilogue: read once per tile into shared memory before the main loop. Scales per 128 k
-// change at every stage, so every stage's sums are added into `total` apart, times their
-// column's group scale and their row's scale for the stage (and 2^9): each stage carries its
-// rows' scales, copied with its activations (one 4-byte cp.async per row), and a run that
-// starts at a stage's first tile is the previous stage's, whose slot is intact until the next
-// stage's copies are issued.
+// others take the mma.sync path in the same kernel), so the sums need only the expert's 2^c.
+// A stage's 128 k of a row are one 128-byte swizzle row; 64 k (K not a multiple of 128,
+// per-token scales) one 64-byte swizzle row, the descriptor's 64-byte layout
+// (GemmShape::kWgmmaALayout). The activations' per-token scales (INT4: times 2^9) multiply
+// each row's sums in the epilogue: read once per tile into shared memory before the main loop.
+// Scales per 128 k change at every stage, so every stage's sums are added into `total` apart,
+// times their column's group scale (and 2^9; MXFP4: the expert's 2^c) and their row's scale
+// for the stage: each stage carries its rows' scales, copied with its activations (one 4-byte
+// cp.async per row), and a run that starts at a stage's first tile is the previous stage's,
+// whose slot is intact until the next stage's copies are issued.
 //
 // Accumulator d[4j + r] of a thread (lane = 4g + t) is packed column 64h + 16q + g + 8 (r / 2)
 // of row 8j + 2t + r % 2 of the tile. Row pairs of adjacent columns are swapped between lanes
@@ -319,7 +321,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   unsigned char* load_ptr = smem + load_slot * S::kStageBytes;
   [[maybe_unused]] const unsigned char* previous_ptr = smem;  // stage i - 1's slot
   u64 compute_desc =
-      make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowPitch, WgmmaLayout::swizzle_128b);
+      make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowPitch, S::kWgmmaALayout);
   for (u32 i = 0; i < stages; ++i) {
     cp_async_wait<kAhead - 1>();
     fence_proxy_async_shared();  // this thread's copies, landed, before wgmma's reads of them
