@@ -46,10 +46,13 @@ const RowsShape& rows_shape(std::uint16_t bm) {
 }
 
 // The tiles on sm_90a's warpgroup MMA (MXFP4, or INT4 with groups of 64 k or more, x bf16/f16;
-// either x e4m3 scaled per token or per 128 k, at 128 k; kernels/grouped_gemm.hpp): two warpgroups of 64 columns each, every warp dequantizing its 16
-// columns once per stage for all the tile's rows, up to 128 k per stage. The 64- and 128-row
-// ones get one stage more than the mma.sync tiles, since their copies run one stage less ahead
-// (templates/gemm/grouped_gemm_wgmma.cuh).
+// either x e4m3 scaled per token (128 or 64 k) or per 128 k; kernels/grouped_gemm.hpp): two
+// warpgroups of 64 columns each, every warp dequantizing its 16 columns once per stage for all
+// the tile's rows, up to 128 k per stage. The 64-row ones get one stage more than the mma.sync
+// tiles, since their copies run one stage less ahead (templates/gemm/grouped_gemm_wgmma.cuh).
+// The 128-row ones, whose registers allow one CTA per SM, take as many stages as fit (up to
+// kMaxStages): the bytes in flight are that CTA's alone (the e4m3 tile of 64 k per stage, 12.5 KB
+// a stage, had 13 KB in flight per SM with 4).
 constexpr std::uint16_t kWgmmaWarps = 8;
 constexpr int kWgmmaStages = 4;
 // A 32-row tile has the wgmma shape only with 128 k per stage: at 64 its every-stage work (copies,
@@ -103,7 +106,7 @@ TileConfig make_tile(const RowsShape& r, std::uint16_t bn, std::uint32_t k, Weig
   const std::uint32_t stage_weights = static_cast<std::uint32_t>(bn) * t.bk / 2;
   const bool wgmma = gemm_uses_wgmma(arch, weight, act, act_scale, group, t.bm, t.bn, t.bk, t.warps, kWgmmaStages, 1);
   int stages = r.bm <= 32 ? static_cast<int>((kInflightTarget + stage_weights - 1) / stage_weights) + 1
-               : wgmma    ? kWgmmaStages
+               : wgmma    ? (r.bm >= 128 ? kMaxStages : kWgmmaStages)
                           : 3;
   stages = std::clamp(stages, 2, kMaxStages);
   const std::uint32_t limit = arch_info(arch).max_shared_per_block;
