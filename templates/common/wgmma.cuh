@@ -96,12 +96,11 @@ constexpr WgmmaDescriptor decode_wgmma_descriptor(u64 d) {
 constexpr u32 wgmma_b_address(const WgmmaDescriptor& d, u32 n, u32 k_bytes) {
   if (d.layout == static_cast<u32>(WgmmaLayout::interleave))
     return d.start + (n / 8) * d.sbo + (k_bytes / 16) * d.lbo + (n % 8) * 16 + k_bytes % 16;
-  if (d.layout == static_cast<u32>(WgmmaLayout::swizzle_64b)) {
-    const u32 x = d.start + (n / 8) * d.sbo + (n % 8) * 64 + k_bytes;
-    return x ^ ((x >> 7) & 3u) << 4;
-  }
-  const u32 x = d.start + (n / 8) * d.sbo + (n % 8) * 128 + k_bytes;
-  return x ^ ((x >> 7) & 7u) << 4;
+  // A swizzled row is 128 or 64 bytes: its 16-byte chunks (8 or 4) XOR the row's index in the
+  // 1024- or 512-byte pattern, bits 7 and up.
+  const u32 row = d.layout == static_cast<u32>(WgmmaLayout::swizzle_64b) ? 64u : 128u;
+  const u32 x = d.start + (n / 8) * d.sbo + (n % 8) * row + k_bytes;
+  return x ^ ((x >> 7) & (row / 16 - 1)) << 4;
 }
 
 #if MOEJIT_TARGET_HOST
