@@ -316,11 +316,11 @@ TEST_CASE("sm_90a W4A8 wgmma: E2M1 words with the block scale folded into the e4
       const gemm::ExpertScaleRange range{smallest, largest};
       if (!gemm::e4m3_fold_exact(range)) continue;
       ++ranges;
-      const u32 base = gemm::e4m3_fold_base(range);
+      const gemm::E4m3FoldTable base = gemm::e4m3_fold_base(range);
       const double offset = gemm::e4m3_fold_offset(range);
       CHECK(offset == std::ldexp(1.0, static_cast<int>(largest) - 133));
       for (u32 s = smallest; s <= largest; ++s) {
-        const u32 addend = gemm::e4m3_fold_addend(s, base);
+        const gemm::E4m3FoldTable table = gemm::e4m3_fold_table(s, base);
         for (int rep = 0; rep < 20; ++rep) {
           u32 codes[8], word = 0;
           for (u32 e = 0; e < 8; ++e) {
@@ -328,7 +328,7 @@ TEST_CASE("sm_90a W4A8 wgmma: E2M1 words with the block scale folded into the e4
             for (u32 b = 0; b < 4; ++b) word |= ((codes[e] >> b) & 1u) << (8 * (e % 4) + kA8E2m1ByteBits[e / 4][b]);
           }
           u32 regs[2];
-          gemm::e2m1_e4m3_folded_registers(word, addend, regs);
+          gemm::e2m1_e4m3_folded_registers(word, table, regs);
           for (u32 e = 0; e < 8; ++e) {
             const u32 byte = (regs[e / 4] >> (8 * (e % 4))) & 0xff;
             const double expected =

@@ -98,8 +98,9 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // and what its f32 sums are multiplied by.
   const gemm::ExpertScaleRange range = gemm::expert_scale_range(work.scale_range);
   [[maybe_unused]] u32 scale_addend = 0;
+  [[maybe_unused]] gemm::E4m3FoldTable fold_base{};
   if constexpr (!kInt4) {
-    if constexpr (kAct8) scale_addend = gemm::e4m3_fold_base(range);
+    if constexpr (kAct8) fold_base = gemm::e4m3_fold_base(range);
     else scale_addend = gemm::fragment_scale_addend<S::kHalf>(range);
   }
   float result_scale = 1.0f;
@@ -110,8 +111,6 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   // e4m3: the power of two the activations' scales take with them (INT4's registers are
   // (q - z) 2^-9; MXFP4's scales are in result_scale).
   constexpr float kRowScaleFactor = kInt4 ? static_cast<float>(1u << gemm::kInt4E4m3Exponent) : 1.0f;
-  // MXFP4 x e4m3: the PRMT selectors of the warp's two scale bytes (n8 tiles 2 half, 2 half + 1).
-  [[maybe_unused]] const u32 scale_byte_lo = 0x4440u | (2 * half), scale_byte_hi = 0x4440u | (2 * half + 1);
   // INT4: the zero-point offsets of the warp's two columns (n8 tiles 2 half and 2 half + 1),
   // constant where the weights are symmetric, and their scales, two 16-bit values, as the
   // current group's first tile finds them.
@@ -137,12 +136,13 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
         gemm::int4_e4m3_registers(words.x, zero8_lo, lo);
         gemm::int4_e4m3_registers(words.y, zero8_hi, hi);
       } else {
-        // The strip's scale word: byte w is n8 tile w's (row g's column) for this 32 k.
-        const u32 scale_word = ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g);
-        gemm::e2m1_e4m3_folded_registers(
-            words.x, gemm::e4m3_fold_addend(prmt(scale_word, 0u, scale_byte_lo), scale_addend), lo);
-        gemm::e2m1_e4m3_folded_registers(
-            words.y, gemm::e4m3_fold_addend(prmt(scale_word, 0u, scale_byte_hi), scale_addend), hi);
+        // Byte w of the strip's scale word is n8 tile w's (row g's column) for this 32 k; the
+        // warp's two (tiles 2 half, 2 half + 1) shifted to bytes 0 and 1, so that constant
+        // selectors pick them (selectors held in registers made ptxas rebuild them from the
+        // thread index in every stage of the 64-k tiles: 24 more instructions a stage).
+        const u32 scales = ld_shared_u32(s_stage + kk * BN + strip * 32 + 4 * g) >> (16 * half);
+        gemm::e2m1_e4m3_folded_registers(words.x, gemm::e4m3_fold_table(prmt(scales, 0u, 0x4440u), fold_base), lo);
+        gemm::e2m1_e4m3_folded_registers(words.y, gemm::e4m3_fold_table(prmt(scales, 0u, 0x4441u), fold_base), hi);
       }
       frag[0][0] = lo[0];
       frag[0][1] = hi[0];
