@@ -187,13 +187,14 @@ double estimated_bytes_per_warp_instruction(const TileConfig& t, bool wgmma, con
     // e4m3 activations: q - z as e4m3 bytes takes six operations per register of four (the
     // sign apart from the magnitude) where bf16 takes two per pair, and one wgmma per 32 k, not
     // two: INT4 g128 at 64 rows runs 276 instructions per 128-k stage against bf16's 218. MXFP4
-    // with its block scales folded into the bytes, eight per register (and two per column and
-    // 32 k for the scale), the same: 275-281 at 64 and 128 rows.
+    // with its block scales folded into the bytes (a table per column and 32 k, indexed by prmt:
+    // 17 operations per word of eight weights) runs 223-229 at 64 and 128 rows (4.5-4.6 bytes
+    // each) and 144 per 64-k stage (3.6).
     // e4m3 scaled per 128 k: every run's sums also times their rows' scales, read from shared
     // memory (BM / 8 LDS.64 and BM / 2 FMUL per thread and run), and the stage's copy of them
     // (about 20 more: g128 at 64 rows runs 338 instructions per stage against 276 per token, at
     // 128 rows 412 against 312).
-    const double path = w.act == DType::e4m3 ? 0.79 : 1.0;
+    const double path = w.act != DType::e4m3 ? 1.0 : w.weight == WeightFormat::mxfp4 ? 0.95 : 0.79;
     const std::uint32_t groups_per_stage = w.weight == WeightFormat::mxfp4 ? 1 : gemm_scale_rows(t.bk, w.group_size);
     const double row_scaling =
         gemm_stages_row_scales(wgmma, w.act, w.act_scale) ? groups_per_stage * (t.bm / 2.0 + t.bm / 8.0) + 20.0 : 0.0;
