@@ -234,8 +234,6 @@ MOEJIT_DEVICE E4m3FoldTable e4m3_fold_table(u32 s_byte, E4m3FoldTable base) {
 }
 MOEJIT_DEVICE float e4m3_fold_offset(ExpertScaleRange r) { return prim::twin::f32_from_bits((r.largest - 6) << 23); }
 
-inline constexpr u32 kLutOrAnd = prim::kLopA | (prim::kLopB & prim::kLopC);  // a | (b & c)
-
 // The two registers of a word of one column (the a8 order: register 0's code j at bits 7 (sign),
 // 4..2 (E1 E0 M) of byte j, register 1's at bits 5 (sign), 6 (E1), 1..0 (E0 M)), its block's
 // table applied: each register's four magnitude codes become one prmt selector (code j in
@@ -249,8 +247,8 @@ MOEJIT_DEVICE void e2m1_e4m3_folded_registers(u32 word, E4m3FoldTable table, u32
   const u32 codes1 = (word & 0x03030303u) | ((word >> 4) & 0x04040404u);  // byte j: code j of register 1
   // Bytes 0..3: codes 0, 2 of register 0, then of register 1; the odd codes 4 bits up.
   const u32 nibbles = prmt(codes0, codes1, 0x6420u) + (prmt(codes0, codes1, 0x7531u) << 4);
-  out[0] = lop3<kLutOrAnd>(prmt(table.low, table.high, nibbles), word, 0x80808080u);
-  out[1] = lop3<kLutOrAnd>(prmt(table.low, table.high, nibbles >> 16), word << 2, 0x80808080u);
+  out[0] = lop3<kLutAndOr>(word, 0x80808080u, prmt(table.low, table.high, nibbles));
+  out[1] = lop3<kLutAndOr>(word << 2, 0x80808080u, prmt(table.low, table.high, nibbles >> 16));
 }
 
 // INT4 to e4m3 with the zero point subtracted exactly: q - z in [-15, 15] is the byte |q - z|
