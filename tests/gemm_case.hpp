@@ -58,6 +58,12 @@ struct GemmCase {
   std::uint16_t split_k = 1;
   bool bias = false;
   bool drop_blocks = false;          // indexed: mark some blocks' expert -1 (expert parallelism)
+  // indexed: each block's entries shuffled, so that padding lies between the rows with a token
+  // (a caller's own routing may place it so; the align puts it last).
+  bool padding_holes = false;
+  // contiguous: the rows of each expert (expert_rows.size() == experts; `tokens` unused);
+  // masked: each expert's count (at most `tokens`, the max_m). Empty: random.
+  std::vector<std::int32_t> expert_rows;
   int a_exponent_shift = 0;          // e4m3: rows' magnitudes times 2^shift (extreme f32 scales)
   // e4m3 block128: the scales stored column-major as DeepEP and DeepGEMM give them, [K / 128]
   // columns of rows (masked: one such slab per expert), with gaps of NaN between columns and
@@ -259,6 +265,11 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
     aligned = reference_align(ids, static_cast<std::int32_t>(c.experts), c.tile.bm);
     if (c.drop_blocks)
       for (std::size_t b = 0; b < aligned.expert_ids.size(); b += 3) aligned.expert_ids[b] = -1;
+    if (c.padding_holes)
+      for (std::size_t b = 0; b * c.tile.bm < static_cast<std::size_t>(aligned.num_tokens_post_pad); ++b) {
+        const auto first = aligned.sorted_token_ids.begin() + static_cast<std::ptrdiff_t>(b * c.tile.bm);
+        std::shuffle(first, first + c.tile.bm, rng);
+      }
     std::uniform_real_distribution<float> tw(0.1f, 1.0f);
     topk_weights.resize(static_cast<std::size_t>(numel));
     for (auto& v : topk_weights) v = tw(rng);
@@ -280,8 +291,13 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
   } else if (c.layout == Layout::contiguous) {
     offsets.assign(c.experts + 1, 0);
     std::vector<i32> rows(c.experts, 0);
-    for (i32 r = 0; r < c.tokens; ++r) rows[rng() % touched]++;
-    if (touched > 2) rows[1] = 0;  // an expert with no rows
+    if (!c.expert_rows.empty()) {
+      REQUIRE(c.expert_rows.size() == c.experts);
+      rows = c.expert_rows;
+    } else {
+      for (i32 r = 0; r < c.tokens; ++r) rows[rng() % touched]++;
+      if (touched > 2) rows[1] = 0;  // an expert with no rows
+    }
     for (std::uint32_t e = 0; e < c.experts; ++e) offsets[e + 1] = offsets[e] + rows[e];
     p.m = offsets[c.experts];
     p.expert_offsets = memory.upload(offsets);
@@ -290,9 +306,14 @@ inline GemmOutcome run_gemm_case(KernelResolver& resolver, Launcher& launcher, c
     ref.expert_offsets = offsets;
   } else {
     counts.assign(c.experts, 0);
-    for (std::uint32_t e = 0; e < touched; ++e) counts[e] = static_cast<i32>(rng() % (static_cast<std::uint32_t>(c.tokens) + 1));
-    if (touched > 1) counts[0] = c.tokens;  // one full slab
-    if (touched > 2) counts[1] = 0;         // one empty expert
+    if (!c.expert_rows.empty()) {
+      REQUIRE(c.expert_rows.size() == c.experts);
+      counts = c.expert_rows;
+    } else {
+      for (std::uint32_t e = 0; e < touched; ++e) counts[e] = static_cast<i32>(rng() % (static_cast<std::uint32_t>(c.tokens) + 1));
+      if (touched > 1) counts[0] = c.tokens;  // one full slab
+      if (touched > 2) counts[1] = 0;         // one empty expert
+    }
     p.m = c.tokens;
     p.expert_counts = memory.upload(counts);
     a_rows = c_rows = static_cast<std::int64_t>(c.experts) * c.tokens;

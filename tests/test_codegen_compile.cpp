@@ -97,7 +97,30 @@ TEST_CASE("ptxas report parsing") {
   CHECK(r->stack_bytes == 16);
   CHECK(r->spill_store_bytes == 4);
   CHECK(r->spill_load_bytes == 12);
+  CHECK_FALSE(r->wgmma_serialized);
   CHECK_FALSE(parse_ptxas_report(log, "_Z7missingv").ok());
+}
+
+TEST_CASE("ptxas report parsing: wgmma's serialized, as ptxas 13.0 says it, for the named kernel only") {
+  const char* log =
+      "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+      "insufficient register resources for the wgmma pipeline in the function '_Z1kv'\n"
+      "ptxas info    : 577 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1kv\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 117 registers, used 1 barriers\n"
+      "ptxas info    : Compiling entry function '_Z1kvv' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1kvv\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 90 registers, used 1 barriers\n";
+  auto r = parse_ptxas_report(log, "_Z1kv");
+  REQUIRE(r.ok());
+  CHECK(r->wgmma_serialized);
+  CHECK(r->registers == 117);
+  auto other = parse_ptxas_report(log, "_Z1kvv");  // a name that has the first as its prefix
+  REQUIRE(other.ok());
+  CHECK_FALSE(other->wgmma_serialized);
 }
 
 TEST_CASE("the align kernel compiles for every target arch with no spills") {

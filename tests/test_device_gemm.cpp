@@ -119,7 +119,8 @@ TEST_CASE("GPU grouped GEMM, wgmma tiles (sm_90a): the host suite's cases, 16-bi
   std::vector<GemmCase> cases;
   for (const auto& list : {wgmma_tile_cases(), wgmma_fallback_cases(), wgmma_int4_cases(),
                            wgmma_w4a8_cases(ActScale::token), wgmma_w4a8_cases(ActScale::block128),
-                           wgmma_mxfp4_w4a8_cases(ActScale::token), wgmma_mxfp4_w4a8_cases(ActScale::block128)})
+                           wgmma_mxfp4_w4a8_cases(ActScale::token), wgmma_mxfp4_w4a8_cases(ActScale::block128),
+                           wgmma_row_cases()})
     for (const NamedGemmCase& named : list) {
       CAPTURE(named.name);
       REQUIRE(gemm_uses_wgmma(gemm_case_spec(named.c, Backend::device, l->arch())));

@@ -76,3 +76,7 @@ TEST_CASE("host grouped GEMM, wgmma tiles: W4A8, MXFP4 weights x e4m3 activation
   run_on_wgmma(wgmma_mxfp4_w4a8_cases(ActScale::token));
   run_on_wgmma(wgmma_mxfp4_w4a8_cases(ActScale::block128));
 }
+
+TEST_CASE("host grouped GEMM, wgmma tiles: a tile's wgmma's take a quarter, half or all of its rows") {
+  run_on_wgmma(wgmma_row_cases());
+}

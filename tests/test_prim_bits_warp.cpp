@@ -83,3 +83,19 @@ TEST_CASE("match.any and vote.ballot over the 32 lanes") {
   CHECK(twin::ballot(preds, 0x000000ffu) == 0x21u);
   CHECK(twin::popc(0x42108421u) == 7);
 }
+
+TEST_CASE("bit_length: 1 + the index of the highest set bit, 0 for 0") {
+  CHECK(bit_length(0u) == 0);
+  CHECK(bit_length(1u) == 1);
+  CHECK(bit_length(0x80000000u) == 32);
+  CHECK(bit_length(0xffffffffu) == 32);
+  CHECK(lowest_set_bit(0x00010000u) == 16);
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 1000; ++i) {
+    const u32 x = static_cast<u32>(rng()) >> (rng() % 32);
+    u32 expected = 0;
+    for (u32 b = 0; b < 32; ++b)
+      if ((x >> b) & 1u) expected = b + 1;
+    CHECK(bit_length(x) == expected);
+  }
+}

@@ -478,4 +478,68 @@ inline std::vector<NamedGemmCase> wgmma_mxfp4_w4a8_cases(ActScale act_scale) {
   return out;
 }
 
+// Tiles whose rows fit a quarter or half of the tile run wgmma's of that N (run_tile_wgmma):
+// experts with 0, BM / 4, BM / 4 + 1, BM / 2, BM / 2 + 1, BM, BM + 1 and 2 BM - 1 rows, so that
+// each height takes each N, alone and as an expert's last tile: MXFP4 with 16-bit and e4m3
+// activations, INT4 per channel; and routing with padding between the rows of a tile (a
+// caller's own align), whose holes are multiplied like rows. The tiles that keep a second set
+// of sums (INT4 scale groups summed apart, e4m3 scaled per 128 k) multiply every row; the same
+// row counts check them too.
+inline std::vector<NamedGemmCase> wgmma_row_cases() {
+  std::vector<NamedGemmCase> out;
+  auto rows_of = [](std::uint16_t bm) {
+    const std::int32_t b = bm;
+    return std::vector<std::int32_t>{0, b / 4, b / 4 + 1, b / 2, b / 2 + 1, b, b + 1, 2 * b - 1};
+  };
+  for (std::uint16_t bm : {32, 64, 128}) {
+    const std::string h = std::to_string(bm) + " rows";
+    {
+      GemmCase c = wgmma_case(bm, 3, DType::bf16, 128);
+      c.layout = Layout::contiguous;
+      c.epilogue = Epilogue::silu_and_mul;
+      c.expert_rows = rows_of(bm);
+      out.push_back({h + ", MXFP4 x bf16, contiguous, silu_and_mul", c});
+    }
+    {
+      GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::f16, 64, bm, 3, DType::f16, 128);
+      c.layout = Layout::masked;
+      c.tokens = 2 * bm - 1;
+      c.expert_rows = rows_of(bm);
+      out.push_back({h + ", INT4 zero points g64 x f16, masked", c});
+    }
+    {
+      GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, bm, 3, DType::e4m3, 128,
+                                   bm == 64 ? ActScale::block128 : ActScale::token);
+      c.layout = Layout::contiguous;
+      c.out = DType::f32;
+      c.expert_rows = rows_of(bm);
+      out.push_back({h + ", INT4 x e4m3 per " + std::string(bm == 64 ? "128 k" : "token") + ", contiguous", c});
+    }
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 256, 64, 3, DType::bf16, 128);
+    c.layout = Layout::contiguous;
+    c.epilogue = Epilogue::swiglu_oai;
+    c.expert_rows = rows_of(64);
+    out.push_back({"64 rows, INT4 zero points per channel x bf16, contiguous, swiglu_oai", c});
+  }
+  {
+    GemmCase c = wgmma_case(64, 3, DType::e4m3, 128);
+    c.act_scale = ActScale::token;
+    c.layout = Layout::masked;
+    c.tokens = 127;
+    c.expert_rows = rows_of(64);
+    out.push_back({"64 rows, MXFP4 x e4m3 per token (scales folded), masked", c});
+  }
+  for (std::uint16_t bm : {64, 128}) {
+    GemmCase c = wgmma_case(bm, 3, DType::bf16, 128);
+    c.epilogue = Epilogue::topk_weight;
+    c.tokens = bm == 64 ? 40 : 90;
+    c.topk = 4;
+    c.padding_holes = true;
+    out.push_back({std::to_string(bm) + " rows, MXFP4 x bf16, indexed, padding between a tile's rows", c});
+  }
+  return out;
+}
+
 }  // namespace moejit::test

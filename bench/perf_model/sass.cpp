@@ -234,19 +234,22 @@ bool is_warpgroup_mma(std::string_view base) {
 std::optional<Loop> find_main_loop(const SassFunction& function, const std::vector<Loop>& loops) {
   // Warpgroup mma's (HGMMA, QGMMA) where any loop has them: a kernel with a wgmma main loop keeps an
   // mma.sync one for what the wgmma path does not take (the grouped GEMM's experts whose scales
-  // cannot be folded), with more, smaller mma's.
-  auto warpgroup_mma = [&](const Loop& loop) {
-    std::uint64_t n = 0;
+  // cannot be folded), with more, smaller mma's. Counted in MACs: the grouped GEMM keeps a wgmma
+  // loop per N (the tile's rows, and the quarter and half of them that a tile with fewer rows
+  // takes), with as many wgmma's each, and the whole tile's is its main loop.
+  auto warpgroup_macs = [&](const Loop& loop) {
+    std::uint64_t macs = 0;
     for (const auto& in : function.instructions)
-      if (in.address >= loop.start && in.address <= loop.end && in.klass == InstrClass::mma && is_warpgroup_mma(in.base)) ++n;
-    return n;
+      if (in.address >= loop.start && in.address <= loop.end && in.klass == InstrClass::mma && is_warpgroup_mma(in.base))
+        macs += static_cast<std::uint64_t>(mma_macs_per_warp_instruction(in.opcode).value_or(1));
+    return macs;
   };
   bool any_warpgroup = false;
-  for (const Loop& loop : loops) any_warpgroup = any_warpgroup || warpgroup_mma(loop) > 0;
+  for (const Loop& loop : loops) any_warpgroup = any_warpgroup || warpgroup_macs(loop) > 0;
   std::optional<Loop> best;
   std::uint64_t best_mma = 0;
   for (const Loop& loop : loops) {
-    const std::uint64_t mma = any_warpgroup ? warpgroup_mma(loop) : count_loop(function, loop).of(InstrClass::mma);
+    const std::uint64_t mma = any_warpgroup ? warpgroup_macs(loop) : count_loop(function, loop).of(InstrClass::mma);
     if (mma == 0) continue;
     // More mma; or as many in a smaller range (the inner loop); or, to be deterministic, earlier.
     const bool smaller =

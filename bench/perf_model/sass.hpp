@@ -92,8 +92,8 @@ std::uint64_t count_mma_one_side(const SassFunction& function, const Loop& loop)
 
 // The innermost loop with the most mma instructions: among the loops with the largest mma
 // count, the one with the smallest range; where some loop holds warpgroup mma's (HGMMA for
-// 16-bit types, QGMMA for fp8: is_warpgroup_mma), only those count. nullopt when no loop holds
-// an mma.
+// 16-bit types, QGMMA for fp8: is_warpgroup_mma), only those count, by their MACs (the loop of
+// the widest N among loops of as many). nullopt when no loop holds an mma.
 bool is_warpgroup_mma(std::string_view base);
 std::optional<Loop> find_main_loop(const SassFunction& function, const std::vector<Loop>& loops);
 

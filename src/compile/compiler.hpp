@@ -19,6 +19,9 @@ struct KernelReport {
   std::uint32_t stack_bytes = 0;
   std::uint32_t static_shared_bytes = 0;
   std::uint32_t barriers = 0;
+  // ptxas serialized the kernel's wgmma.mma_async's (its C7511 "Potential Performance Loss"):
+  // each waits for the last, so none overlaps the code around it. Correct, and slow.
+  bool wgmma_serialized = false;
 };
 
 struct CompiledKernel {

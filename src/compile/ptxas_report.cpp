@@ -28,6 +28,8 @@ Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view l
   // ptxas info    : Function properties for <name>
   // ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
   // ptxas info    : Used 10 registers, used 1 barriers, 256 bytes smem, ...
+  // ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are
+  //                 serialized due to <reason> in the function '<name>'   (before its entry)
   KernelReport r;
   bool in_entry = false;
   bool found_registers = false;
@@ -37,6 +39,11 @@ Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view l
     if (end == std::string_view::npos) end = log.size();
     std::string_view line = log.substr(pos, end - pos);
     pos = end + 1;
+    if (line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos &&
+        line.find(fmt::format("'{}'", lowered_name)) != std::string_view::npos) {
+      r.wgmma_serialized = true;
+      continue;
+    }
     if (line.find("Compiling entry function") != std::string_view::npos) {
       in_entry = line.find(fmt::format("'{}'", lowered_name)) != std::string_view::npos;
       continue;

@@ -171,6 +171,16 @@ MOEJIT_DEVICE u32 shfl_idx(u32 value, u32 src_lane, u32 mask = 0xffffffffu) {
 // Index of the lowest set bit of a non-zero word.
 MOEJIT_DEVICE u32 lowest_set_bit(u32 x) { return popc((x & (0u - x)) - 1u); }
 
+// 1 + the index of the highest set bit (0 for 0): the bits below it smeared down and counted.
+MOEJIT_DEVICE u32 bit_length(u32 x) {
+  x |= x >> 1;
+  x |= x >> 2;
+  x |= x >> 4;
+  x |= x >> 8;
+  x |= x >> 16;
+  return popc(x);
+}
+
 // Inclusive prefix sum over the 32 lanes of a full warp.
 MOEJIT_DEVICE u32 warp_inclusive_sum(u32 value) {
   const u32 lane = lane_id();

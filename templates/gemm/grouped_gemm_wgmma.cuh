@@ -16,7 +16,9 @@
 // type is a block of 128-byte rows whose 16-byte chunks are XOR-swizzled by row % 8
 // (GemmShape::kARowPitch, a_tile_offset), which is wgmma's 128-byte-swizzle K-major layout once
 // the stage starts 1024-byte aligned (GemmShape pads the stages, grouped_gemm_kernel aligns the
-// base). One m64nBMk16 wgmma per 16 k covers the whole tile's rows.
+// base). One m64nBMk16 wgmma per 16 k covers the whole tile's rows; a tile whose rows with a
+// token fit a quarter or a half of it runs a main loop of m64n(BM/4)k16 or m64n(BM/2)k16
+// wgmma's instead, which multiply those rows only (the others are padding).
 //
 // Pipelining: a 32-k tile's two wgmma's run while the warps dequantize the next one. Their A
 // registers must stay unchanged until they complete, so the fragments alternate between two
@@ -67,6 +69,42 @@
 
 namespace moejit::kernels {
 
+// The rows a tile's wgmma's multiply (their N), as a type: each count has a main loop of its own.
+template <u32 N>
+struct WgmmaRows {
+  static constexpr u32 value = N;
+};
+
+// The wgmma's of 32-k tile kk of a stage, for rows 0 .. NR - 1 of the tile (the first NR / 2 of
+// `acc`): two chained m64nNRk16 (e4m3: one m64nNRk32), one commit group, accumulating onto the
+// sums (from zero where `fresh`: a scale group's first tile). k16 step s of the stage reads
+// 64-k block s / 4 of the A tile, 32 bytes further per step within it (e4m3: the stage's 128 k
+// are one block, 32 bytes per 32-k tile): 2 in the start address field (address / 16), which no
+// step carries out of (the tile lies below 256 KiB). A function, not a lambda of the kernel's:
+// NVRTC 13.0 crashes on a generic lambda called from another (the main loop, one per N).
+template <class S, u32 NR, u32 kSteps>
+MOEJIT_DEVICE void issue_wgmma(float (&acc)[S::BM / 2], u32 (&f)[kSteps][4], u64 a_tile_desc, u32 kk, bool fresh) {
+  using namespace moejit::prim;
+  static_assert(NR <= S::BM);
+  float(&d)[NR / 2] = *reinterpret_cast<float(*)[NR / 2]>(acc);
+  MOEJIT_UNROLL
+  for (u32 s = 0; s < kSteps; ++s) wgmma_fence_operand(f[s]);
+  wgmma_fence();
+  if constexpr (S::kAct8) {
+    wgmma_m64k32_e4m3<NR>(d, f[0], a_tile_desc + 2 * kk, fresh ? 0u : 1u);
+  } else {
+    MOEJIT_UNROLL
+    for (u32 s = 0; s < 2; ++s) {
+      const u32 step = 2 * kk + s;
+      const u64 desc = a_tile_desc + step / 4 * (S::kABlockBytes / 16) + 2 * (step % 4);
+      const u32 accumulate = s == 1 || !fresh ? 1u : 0u;
+      if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<NR>(d, f[s], desc, accumulate);
+      else wgmma_m64k16_f16<NR>(d, f[s], desc, accumulate);
+    }
+  }
+  wgmma_commit_group();
+}
+
 template <class Spec, class LoadActivations, class LoadWeights>
 MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& work, unsigned char* smem,
                                   bool dependency_pending, LoadActivations&& load_activations,
@@ -75,6 +113,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   using S = GemmShape<Spec>;
   constexpr u32 BM = S::BM, BN = S::BN, BK = S::BK, kK32 = BK / 32;
   static_assert(S::kWgmma && BN == 128 && S::kWarps == 8 && S::kStages >= 3);
+  static_assert(BM % 32 == 0 && BM / 4 >= 8, "whole warps of rows; a quarter of the tile is a wgmma's N (8 or more)");
   static_assert(kK32 % 2 == 0, "a stage's 32-k tiles alternate between the two fragment sets, starting with the first");
   // INT4: the scale groups whose sums are added into `total` (per-channel scales: none).
   constexpr bool kInt4 = !S::kMxfp4, kGroupRuns = kInt4 && S::G < S::K;
@@ -262,30 +301,6 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   };
   u32 frag[2][kSteps][4];
 
-  // The wgmma's of 32-k tile kk: two chained m64nBMk16 (e4m3: one m64nBMk32), one commit
-  // group, accumulating onto `acc` (from zero where `fresh`: a scale group's first tile). k16
-  // step s of the stage reads 64-k block s / 4 of the A tile, 32 bytes further per step within
-  // it (e4m3: the stage's 128 k are one block, 32 bytes per 32-k tile): 2 in the start address
-  // field (address / 16), which no step carries out of (the tile lies below 256 KiB).
-  auto issue = [&](u32 (&f)[kSteps][4], u64 a_tile_desc, u32 kk, bool fresh) {
-    MOEJIT_UNROLL
-    for (u32 s = 0; s < kSteps; ++s) wgmma_fence_operand(f[s]);
-    wgmma_fence();
-    if constexpr (kAct8) {
-      wgmma_m64k32_e4m3<BM>(acc, f[0], a_tile_desc + 2 * kk, fresh ? 0u : 1u);
-    } else {
-      MOEJIT_UNROLL
-      for (u32 s = 0; s < 2; ++s) {
-        const u32 step = 2 * kk + s;
-        const u64 desc = a_tile_desc + step / 4 * (S::kABlockBytes / 16) + 2 * (step % 4);
-        const u32 accumulate = s == 1 || !fresh ? 1u : 0u;
-        if constexpr (S::kHalf == gemm::Half::bf16) wgmma_m64k16_bf16<BM>(acc, f[s], desc, accumulate);
-        else wgmma_m64k16_f16<BM>(acc, f[s], desc, accumulate);
-      }
-    }
-    wgmma_commit_group();
-  };
-
   // ---- Pipeline: kStages - 2 stages in flight ahead of the one being computed ----
   constexpr u32 kAhead = S::kStages - 2;
   if (dependency_pending)
@@ -322,56 +337,86 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   [[maybe_unused]] const unsigned char* previous_ptr = smem;  // stage i - 1's slot
   u64 compute_desc =
       make_wgmma_descriptor(shared_window_address(smem), 16, 8 * S::kARowPitch, S::kWgmmaALayout);
-  for (u32 i = 0; i < stages; ++i) {
-    cp_async_wait<kAhead - 1>();
-    fence_proxy_async_shared();  // this thread's copies, landed, before wgmma's reads of them
-    block_sync();                // stage i is in shared memory; stage i - 2's wgmma's are done
-    const u32 next = i + kAhead;
-    if (next < stages) {
-      load_activations(load_ptr, next);
-      load_row_scales(load_ptr);
-      load_weights(load_ptr, next);
-    }
-    cp_async_commit();
-    // A 32-k tile's wgmma's run while the warps dequantize the next one. Their A registers must
-    // stay unchanged until they complete: the fragments alternate between two register sets,
-    // and each tile waits for the previous one's group, which frees the other set (and, at a
-    // stage's first tile, the slot of stage i - 1).
-    const u32 stage_index = work.stage_begin + i;
-    MOEJIT_UNROLL
-    for (u32 kk = 0; kk < kK32; ++kk) {
-      // INT4: does a scale group start with this tile? (Groups of G >= BK start at a stage;
-      // per-channel scales at the first.)
-      bool group_start = false;
-      if constexpr (kInt4)
-        group_start = S::G >= BK ? kk == 0 && (i == 0 || (kGroupRuns && stage_index % (S::G / BK) == 0))
-                                 : kk * 32 % S::G == 0;
-      // A run of sums scaled together starts with each group and, rows scaled per 128 k, with
-      // each stage.
-      const bool run_start = group_start || (kRowBlocks && kk == 0);
-      if (group_start) load_group_zeros(compute_ptr, kk);
-      dequantize(frag[kk % 2], compute_ptr, kk);
-      if (run_start) {
-        if (i != 0 || kk != 0) {  // the previous run's sums, complete
-          wgmma_wait_group<0>();
-          wgmma_fence_operand(acc);
-          add_group(kk == 0 ? previous_ptr : compute_ptr);
-        }
-        if (group_start) load_group_scales(compute_ptr, kk);
+  // The main loop for wgmma's of `rows` rows (WgmmaRows): the tile's, or the quarter or half of
+  // it that holds every row with a token (below).
+  auto main_loop = [&](auto rows) {
+    for (u32 i = 0; i < stages; ++i) {
+      cp_async_wait<kAhead - 1>();
+      fence_proxy_async_shared();  // this thread's copies, landed, before wgmma's reads of them
+      block_sync();                // stage i is in shared memory; stage i - 2's wgmma's are done
+      const u32 next = i + kAhead;
+      if (next < stages) {
+        load_activations(load_ptr, next);
+        load_row_scales(load_ptr);
+        load_weights(load_ptr, next);
       }
-      issue(frag[kk % 2], compute_desc, kk, run_start);
-      wgmma_wait_group<1>();
+      cp_async_commit();
+      // A 32-k tile's wgmma's run while the warps dequantize the next one. Their A registers must
+      // stay unchanged until they complete: the fragments alternate between two register sets,
+      // and each tile waits for the previous one's group, which frees the other set (and, at a
+      // stage's first tile, the slot of stage i - 1).
+      const u32 stage_index = work.stage_begin + i;
+      MOEJIT_UNROLL
+      for (u32 kk = 0; kk < kK32; ++kk) {
+        // INT4: does a scale group start with this tile? (Groups of G >= BK start at a stage;
+        // per-channel scales at the first.)
+        bool group_start = false;
+        if constexpr (kInt4)
+          group_start = S::G >= BK ? kk == 0 && (i == 0 || (kGroupRuns && stage_index % (S::G / BK) == 0))
+                                   : kk * 32 % S::G == 0;
+        // A run of sums scaled together starts with each group and, rows scaled per 128 k, with
+        // each stage.
+        const bool run_start = group_start || (kRowBlocks && kk == 0);
+        if (group_start) load_group_zeros(compute_ptr, kk);
+        dequantize(frag[kk % 2], compute_ptr, kk);
+        if (run_start) {
+          if (i != 0 || kk != 0) {  // the previous run's sums, complete
+            wgmma_wait_group<0>();
+            wgmma_fence_operand(acc);
+            add_group(kk == 0 ? previous_ptr : compute_ptr);
+          }
+          if (group_start) load_group_scales(compute_ptr, kk);
+        }
+        issue_wgmma<S, decltype(rows)::value>(acc, frag[kk % 2], compute_desc, kk, run_start);
+        wgmma_wait_group<1>();
+      }
+      const bool wrap = slot + 1 == S::kStages, load_wrap = load_slot + 1 == S::kStages;
+      previous_ptr = compute_ptr;
+      slot = wrap ? 0 : slot + 1;
+      compute_ptr = wrap ? compute_ptr - kWrapBack : compute_ptr + S::kStageBytes;
+      compute_desc = wrap ? compute_desc - kWrapBack / 16 : compute_desc + S::kStageBytes / 16;
+      load_slot = load_wrap ? 0 : load_slot + 1;
+      load_ptr = load_wrap ? load_ptr - kWrapBack : load_ptr + S::kStageBytes;
     }
-    const bool wrap = slot + 1 == S::kStages, load_wrap = load_slot + 1 == S::kStages;
-    previous_ptr = compute_ptr;
-    slot = wrap ? 0 : slot + 1;
-    compute_ptr = wrap ? compute_ptr - kWrapBack : compute_ptr + S::kStageBytes;
-    compute_desc = wrap ? compute_desc - kWrapBack / 16 : compute_desc + S::kStageBytes / 16;
-    load_slot = load_wrap ? 0 : load_slot + 1;
-    load_ptr = load_wrap ? load_ptr - kWrapBack : load_ptr + S::kStageBytes;
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(acc);
+  };
+  // A tile's rows past its last with a token are padding (the align pads each expert's last
+  // tile), and the tensor cores would multiply them all the same. The wgmma's N is the rows, so
+  // the tile takes the shortest of BM / 4, BM / 2 and BM that covers its rows (what the planner
+  // counts: wgmma_rows_multiplied); their accumulators are the first of `acc`, the others stay
+  // zero, and no row past them is stored. Holes (a caller's own routing may interleave padding)
+  // are multiplied like rows. Tiles that keep a second set of sums (`total`) run the whole
+  // tile's loop alone: with three loops ptxas found too few registers for their wgmma pipeline
+  // and serialized the wgmma's of some (its C7511; gemm_wgmma_row_variants says which tiles).
+  if constexpr (kTotal) {
+    // Every tile has a k stage (no split-K here). Said for these tiles, because where the
+    // compiler kept a path around the loop it zeroed the accumulators on it, between a wgmma and
+    // its wait, and ptxas serialized the INT4 W4A8 tiles with zero points and per-128-k scales
+    // for that (C7515). Not said for the others: their main loops grew by 15-45 instructions.
+    if (stages == 0) trap("wgmma tile: no k stage");
+    main_loop(WgmmaRows<BM>{});
+  } else {
+    u32 rows_used = 0;
+    MOEJIT_UNROLL
+    for (u32 base = 0; base < BM; base += 32) {
+      const u32 has_token = ballot(c_row[base + lane] >= 0);
+      if (has_token != 0) rows_used = base + bit_length(has_token);
+    }
+    if (rows_used <= BM / 4) main_loop(WgmmaRows<BM / 4>{});
+    else if (rows_used <= BM / 2) main_loop(WgmmaRows<BM / 2>{});
+    else main_loop(WgmmaRows<BM>{});
   }
-  wgmma_wait_group<0>();
-  wgmma_fence_operand(acc);
   // Rows scaled per 128 k: the last stage's sums, into `total` like the others.
   if constexpr (kRowBlocks) add_group(previous_ptr);
   cp_async_wait<0>();

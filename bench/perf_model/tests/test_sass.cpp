@@ -265,6 +265,37 @@ TEST_CASE("a kernel with a wgmma loop and an mma.sync loop: the wgmma loop is th
   CHECK(a->rate_macs == 2048);
 }
 
+TEST_CASE("wgmma loops of several N: the widest is the main loop") {
+  // The grouped GEMM's wgmma tiles keep a main loop per N: a tile whose rows fit a quarter or
+  // half of it runs the shorter wgmma's. As many wgmma's in each, the smaller loops first and
+  // shorter; the whole tile's (N 128) is the main loop, and its wgmma's set the MACs.
+  const SassFunction f = only_function(function_text("k", R"(
+        MOV R0, RZ                                     // 0x00
+.L_x_1:
+        HGMMA.64x32x16.F32.BF16 R24, R88, gdesc[UR16], R24, gsb0 // 0x10
+        @P0 BRA `(.L_x_1)                              // 0x20
+.L_x_2:
+        HGMMA.64x64x16.F32.BF16 R24, R88, gdesc[UR16], R24, gsb0 // 0x30
+        @P1 BRA `(.L_x_2)                              // 0x40
+.L_x_3:
+        WARPGROUP.ARRIVE                               // 0x50
+        HGMMA.64x128x16.F32.BF16 R24, R88, gdesc[UR16], R24, gsb0 // 0x60
+        WARPGROUP.DEPBAR.LE gsb0, 0x1                  // 0x70
+        @P2 BRA `(.L_x_3)                              // 0x80
+        EXIT                                           // 0x90
+)"));
+  const auto loops = find_loops(f);
+  REQUIRE(loops.size() == 3);
+  const auto main = find_main_loop(f, loops);
+  REQUIRE(main.has_value());
+  CHECK(main->start == 0x50);
+  CHECK(main->end == 0x80);
+  const auto a = analyze_main_loop(f, 128.0 * 128 * 64 / 8);
+  REQUIRE(a.has_value());
+  CHECK(a->mma_macs == 64.0 * 128 * 16 / 4);
+  CHECK(a->mma_per_stage == 4);
+}
+
 TEST_CASE("an fp8 wgmma loop (QGMMA) is a warpgroup main loop as HGMMA's is") {
   // The W4A8 INT4 tiles: one m64n128k32 e4m3 wgmma per 32 k; an mma.sync loop beside it with
   // more mma's does not win.
