@@ -16,6 +16,7 @@ struct CaseResult {
   std::uint32_t block_threads = 0;      // of the compiled kernel
   std::uint32_t dynamic_shared_bytes = 0;
   double expected_tiles = 0;            // row tiles with work
+  double mma_row_share = 1;             // wgmma tiles: the share of their rows the wgmma's multiply
   double ctas = 0;                      // column tiles * expected tiles * split-K
   double stages_per_cta = 0;     // k stages one CTA streams: K / bk / split-K
   Occupancy occupancy;

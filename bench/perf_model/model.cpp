@@ -94,6 +94,12 @@ double expected_active_tiles(std::uint64_t tokens, std::uint32_t topk, std::uint
                                       static_cast<std::uint16_t>(std::min<std::uint32_t>(bm, 65535)));
 }
 
+double expected_wgmma_rows(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts, std::uint32_t bm) {
+  if (tokens == 0 || experts == 0 || topk == 0 || bm == 0) return 0;
+  return dispatch::expected_wgmma_rows(static_cast<double>(tokens) * topk, experts, experts, topk,
+                                       static_cast<std::uint16_t>(std::min<std::uint32_t>(bm, 65535)));
+}
+
 double expected_active_experts(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts) {
   if (experts == 0) return 0;
   const double p = std::min(1.0, static_cast<double>(topk) / experts);

@@ -44,6 +44,11 @@ Occupancy occupancy(const KernelResources& kernel, const DeviceProfile& device);
 // (dispatch::expected_row_tiles).
 double expected_active_tiles(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts, std::uint32_t bm);
 
+// For wgmma tiles of `bm` rows, the rows their wgmma's multiply over all experts, for the same
+// routing: each expert's whole tiles and its last tile in quarters, halves or whole
+// (dispatch::expected_wgmma_rows); bm * expected_active_tiles counts every row of every tile.
+double expected_wgmma_rows(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts, std::uint32_t bm);
+
 // Expected experts with at least one row: experts * (1 - (1 - topk / experts)^tokens).
 double expected_active_experts(std::uint64_t tokens, std::uint32_t topk, std::uint32_t experts);
 

@@ -96,6 +96,7 @@ json case_json(const CaseRecord& rec) {
                  {"block_threads", r.block_threads},
                  {"dynamic_shared_bytes", r.dynamic_shared_bytes}};
   j["expected_tiles"] = r.expected_tiles;
+  j["mma_row_share"] = r.mma_row_share;
   j["ctas"] = r.ctas;
   j["occupancy"] = {{"ctas_per_sm", r.occupancy.ctas_per_sm},
                     {"limiter", r.occupancy.limiter},

@@ -253,30 +253,57 @@ RoutedRows routed_rows(double pairs, std::uint32_t experts, std::uint32_t global
   return r;
 }
 
-double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
-                          std::uint16_t bm) {
-  if (pairs <= 0 || experts == 0 || bm == 0) return 0;
+namespace {
+
+// experts * E[f(r)] over each local expert's rows r ~ Binomial(pairs / topk tokens, topk /
+// global_experts) (topk 0: Binomial(pairs, 1 / global_experts)). Summed over the binomial's mass
+// to double precision, without lgamma (the planner asks on its dispatch path): the pmf relative
+// to its mode, by the ratio of neighbouring terms, out to where it no longer adds to the sums
+// (the normalisation is the sum itself).
+template <class F>
+double expected_over_expert_rows(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
+                                 F&& f) {
   const double global = std::max(global_experts, experts);
   const double n = std::round(topk > 0 ? pairs / topk : pairs);
   const double p = std::min(1.0, topk > 0 ? topk / global : 1.0 / global);
-  auto tiles_of = [&](double rows) { return std::ceil(rows / bm); };
-  if (p >= 1 || n < 1) return experts * tiles_of(std::max(n, 0.0));
-  // The pmf relative to its mode, by the ratio of neighbouring terms, out to where it no longer
-  // adds to the sums (the normalisation is the sum itself).
+  if (p >= 1 || n < 1) return experts * f(std::max(n, 0.0));
   const double q = 1 - p, mode = std::floor((n + 1) * p);
   constexpr double kNegligible = 1e-18;
-  double weight = 0, tiles = 0;
+  double weight = 0, sum = 0;
   for (double k = mode, w = 1; k <= n && w > kNegligible; ++k) {
     weight += w;
-    tiles += w * tiles_of(k);
+    sum += w * f(k);
     w *= (n - k) / (k + 1) * p / q;
   }
   for (double k = mode - 1, w = mode * q / ((n - mode + 1) * p); k >= 0 && w > kNegligible; --k) {
     weight += w;
-    tiles += w * tiles_of(k);
+    sum += w * f(k);
     w *= k * q / ((n - k + 1) * p);
   }
-  return experts * tiles / weight;
+  return experts * sum / weight;
+}
+
+// The rows the wgmma's of an expert's tiles multiply: its whole tiles', and its last tile's
+// rows as that tile takes them (wgmma_rows_multiplied).
+double wgmma_rows_of_expert(double rows, std::uint16_t bm) {
+  const double whole = std::floor(rows / bm);
+  return whole * bm + wgmma_rows_multiplied(bm, static_cast<std::uint32_t>(rows - whole * bm));
+}
+
+}  // namespace
+
+double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
+                          std::uint16_t bm) {
+  if (pairs <= 0 || experts == 0 || bm == 0) return 0;
+  return expected_over_expert_rows(pairs, experts, global_experts, topk,
+                                   [&](double rows) { return std::ceil(rows / bm); });
+}
+
+double expected_wgmma_rows(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
+                           std::uint16_t bm) {
+  if (pairs <= 0 || experts == 0 || bm == 0) return 0;
+  return expected_over_expert_rows(pairs, experts, global_experts, topk,
+                                   [&](double rows) { return wgmma_rows_of_expert(rows, bm); });
 }
 
 namespace {
@@ -290,6 +317,18 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
   const double row_tiles =
       w.routed_pairs > 0 ? std::max(expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows), 1.0)
                          : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / rows);
+  // wgmma tiles with row variants multiply an expert's last tile in quarters, halves or whole
+  // (expected_wgmma_rows): the share of their tiles' rows that the tensor cores see.
+  const bool row_variants = gemm_wgmma_row_variants(w.weight, w.group_size, w.k, w.act, w.act_scale);
+  double wgmma_row_share = 1;
+  if (w.routed_pairs > 0) {
+    const double tiles = expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows);
+    if (tiles > 0)
+      wgmma_row_share = expected_wgmma_rows(w.routed_pairs, w.experts, w.global_experts, w.topk, rows) / (tiles * rows);
+  } else {
+    const double per_expert = std::ceil(std::max(w.rows_per_expert, 1.0));
+    wgmma_row_share = wgmma_rows_of_expert(per_expert, rows) / (std::ceil(per_expert / rows) * rows);
+  }
   const double mma_macs = mma_macs_per_instruction(w.act, arch);
 
   GemmPlan best{};
@@ -332,7 +371,8 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
         in.ctas = column_blocks * row_tiles * split;
         in.stages_per_cta = per_split;
         in.split_k = split;
-        in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / tile_mma_macs;
+        in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / tile_mma_macs *
+                         (wgmma && row_variants ? wgmma_row_share : 1.0);
         const GemmTimeEstimate e = estimate_gemm_time(in);
         const double s = e.seconds;
         if (s < best_s * (1 - 1e-9)) {

@@ -109,5 +109,11 @@ RoutedRows routed_rows(double pairs, std::uint32_t experts, std::uint32_t global
 // planner asks on its dispatch path).
 double expected_row_tiles(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
                           std::uint16_t bm);
+// The rows the wgmma tiles of `bm` rows multiply for that routing, summed over the experts:
+// each expert's whole tiles, and its last one's rows in quarters, halves or the whole tile
+// (wgmma_rows_multiplied), where bm * expected_row_tiles counts every row of every
+// tile.
+double expected_wgmma_rows(double pairs, std::uint32_t experts, std::uint32_t global_experts, std::uint32_t topk,
+                           std::uint16_t bm);
 
 }  // namespace moejit::dispatch

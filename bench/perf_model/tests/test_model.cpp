@@ -94,6 +94,22 @@ TEST_CASE("expected active tiles from the binomial routing") {
   CHECK(expected_active_tiles(0, 8, 128, 16) == 0);
 }
 
+TEST_CASE("expected rows the wgmma tiles multiply: each expert's last tile in quarters, halves or whole") {
+  // T = 2, top-1 of 2, bm 4: rows 0, 1, 2 with 1/4, 1/2, 1/4; one row takes a quarter (1), two a
+  // half (2): 2 experts * (1/2 + 1/2) = 2 rows, where the tiles hold 1.5 * 4 = 6.
+  CHECK(expected_wgmma_rows(2, 1, 2, 4) == doctest::Approx(2));
+  // Every token on the one expert: 3 rows of bm 8 take half the tile (4); 5 rows of bm 4 a whole
+  // tile and a quarter (5); 7 of bm 8 the whole tile.
+  CHECK(expected_wgmma_rows(3, 1, 1, 8) == doctest::Approx(4));
+  CHECK(expected_wgmma_rows(5, 1, 1, 4) == doctest::Approx(5));
+  CHECK(expected_wgmma_rows(7, 1, 1, 8) == doctest::Approx(8));
+  // T = 4096, top-8 of 128, bm 128: rows ~ Binomial(4096, 1/16), each expert's whole tiles plus
+  // its last one's 32, 64 or 128 rows: 34827.25254 (exact rational arithmetic), against
+  // 317.87226 tiles * 128 = 40687.65 rows in its tiles.
+  CHECK(expected_wgmma_rows(4096, 8, 128, 128) == doctest::Approx(34827.2525359).epsilon(1e-8));
+  CHECK(expected_wgmma_rows(0, 8, 128, 128) == 0);
+}
+
 TEST_CASE("expected active experts") {
   CHECK(expected_active_experts(1, 8, 256) == doctest::Approx(8));       // one token: its top-k
   CHECK(expected_active_experts(2, 1, 2) == doctest::Approx(1.5));       // 2 * (1 - 1/4)
