@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <future>
+#include <optional>
 
 #include "codegen/generate.hpp"
 #include "compile/nvrtc_compiler.hpp"
@@ -45,6 +46,30 @@ std::vector<KernelSpec> format_corners(Arch arch) {
   b.group_size = 128;
   b.epilogue = Epilogue::silu_and_mul;
   return {a, b};
+}
+
+// A layer that uses the grouped GEMM: its epilogue and shapes.
+struct LayerUse {
+  Epilogue epilogue;
+  std::uint32_t n, k, experts;
+  bool mxfp4_only;  // K no multiple of INT4's 128-groups; the checkpoint is MXFP4 anyway
+};
+constexpr LayerUse kDeepSeekUp{Epilogue::silu_and_mul, 4096, 7168, 256, false};
+constexpr LayerUse kDeepSeekDown{Epilogue::topk_weight, 7168, 2048, 256, false};
+constexpr LayerUse kQwen3Up{Epilogue::silu_and_mul, 1536, 2048, 128, false};
+constexpr LayerUse kQwen3Down{Epilogue::topk_weight, 2048, 768, 128, false};
+constexpr LayerUse kGptOssUp{Epilogue::swiglu_oai, 5760, 2880, 128, true};
+constexpr LayerUse kGptOssDown{Epilogue::topk_weight, 2880, 2880, 128, true};
+
+// `corner` at the layer's shapes and epilogue; nullopt where its format does not fit them.
+std::optional<KernelSpec> at_layer(const KernelSpec& corner, const LayerUse& use) {
+  if (use.mxfp4_only && corner.weight != WeightFormat::mxfp4) return std::nullopt;
+  KernelSpec spec = corner;
+  spec.epilogue = use.epilogue;
+  spec.n = use.n;
+  spec.k = use.k;
+  spec.experts = use.experts;
+  return spec;
 }
 
 using CompileJobs = std::vector<std::pair<KernelSpec, std::future<Result<Resolution>>>>;
@@ -117,29 +142,13 @@ TEST_CASE("every grouped GEMM tile configuration compiles with every fused epilo
   TempDir dir;
   auto r = KernelResolver::create(resolver_options_in(dir));
   REQUIRE(r.ok());
-  struct Use {
-    Epilogue epilogue;
-    std::uint32_t n, k, experts;
-    bool mxfp4_only;  // K no multiple of INT4's 128-groups; the checkpoint is MXFP4 anyway
-  };
-  const Use uses[] = {
-      {Epilogue::silu_and_mul, 1536, 2048, 128, false},  // Qwen3-30B-A3B gate/up
-      {Epilogue::topk_weight, 2048, 768, 128, false},    // Qwen3-30B-A3B down
-      {Epilogue::swiglu_oai, 5760, 2880, 128, true},     // gpt-oss-120b gate/up
-      {Epilogue::topk_weight, 2880, 2880, 128, true},    // gpt-oss-120b down
-  };
   CompileJobs jobs;
   for (Arch arch : default_target_archs())
     for (const KernelSpec& corner : format_corners(arch))
-      for (const Use& use : uses) {
-        if (use.mxfp4_only && corner.weight != WeightFormat::mxfp4) continue;
-        KernelSpec spec = corner;
-        spec.epilogue = use.epilogue;
-        spec.n = use.n;
-        spec.k = use.k;
-        spec.experts = use.experts;
-        if (compiled_by_twin(spec, /*with_sm86=*/true)) continue;
-        add_every_tile(**r, spec, jobs);
+      for (const LayerUse& use : {kQwen3Up, kQwen3Down, kGptOssUp, kGptOssDown}) {
+        const std::optional<KernelSpec> spec = at_layer(corner, use);
+        if (!spec || compiled_by_twin(*spec, /*with_sm86=*/true)) continue;
+        add_every_tile(**r, *spec, jobs);
       }
   check_compiled(jobs);
 }
@@ -196,28 +205,17 @@ TEST_CASE("every grouped GEMM tile configuration with e2m1 activations compiles 
 
 TEST_CASE("sm_90a's wgmma tiles keep their wgmma pipeline: ptxas serializes none") {
   // ptxas serializes a kernel's wgmma.mma_async's where it finds too few registers for their
-  // pipeline (its C7511 "Potential Performance Loss"): each then waits for the last, the
-  // dequantization stops overlapping the tensor cores, and nothing else shows it (no spill, the
-  // same results). A main loop per wgmma N in the INT4 tiles that keep a second set of sums did
-  // that to 8 of 86 kernels of the static model's prefill set. Each wgmma tile of each format
-  // corner (16-bit and e4m3 activations) at the shapes of the layers that use its epilogues.
+  // pipeline (its C7511 "Potential Performance Loss") or other instructions writing their
+  // accumulators while they run (C7515): each then waits for the last, the dequantization stops
+  // overlapping the tensor cores, and nothing else shows it (no spill, the same results). A main
+  // loop per wgmma N in the INT4 tiles that keep a second set of sums did the first to 8 of 86
+  // kernels of the static model's prefill set; the second was the INT4 W4A8 tiles with zero
+  // points and per-128-k scales. Each wgmma tile of each format corner (16-bit and e4m3
+  // activations) at the shapes of the layers that use its epilogues.
   if (!nvrtc_or_skip()) return;
   auto compiler = NvrtcCompiler::create({});
   REQUIRE(compiler.ok());
   const auto templates = codegen::TemplateSet::embedded();
-  struct Use {
-    Epilogue epilogue;
-    std::uint32_t n, k, experts;
-    bool mxfp4_only;
-  };
-  const Use uses[] = {
-      {Epilogue::silu_and_mul, 4096, 7168, 256, false},  // DeepSeek-V3 gate/up
-      {Epilogue::topk_weight, 7168, 2048, 256, false},   // DeepSeek-V3 down
-      {Epilogue::silu_and_mul, 1536, 2048, 128, false},  // Qwen3-30B-A3B gate/up
-      {Epilogue::topk_weight, 2048, 768, 128, false},    // Qwen3-30B-A3B down
-      {Epilogue::swiglu_oai, 5760, 2880, 128, true},     // gpt-oss-120b gate/up
-      {Epilogue::topk_weight, 2880, 2880, 128, true},    // gpt-oss-120b down
-  };
   std::vector<KernelSpec> corners = format_corners(Arch::sm_90a);
   for (const auto& [act_scale, weight] : {std::pair{ActScale::token, 0}, std::pair{ActScale::token, 1},
                                           std::pair{ActScale::block128, 1}}) {
@@ -229,16 +227,12 @@ TEST_CASE("sm_90a's wgmma tiles keep their wgmma pipeline: ptxas serializes none
   }
   std::vector<std::pair<KernelSpec, std::future<Result<CompiledKernel>>>> jobs;
   for (const KernelSpec& corner : corners)
-    for (const Use& use : uses) {
-      if (use.mxfp4_only && corner.weight != WeightFormat::mxfp4) continue;
-      KernelSpec spec = corner;
-      spec.epilogue = use.epilogue;
-      spec.n = use.n;
-      spec.k = use.k;
-      spec.experts = use.experts;
-      for (const auto& tile : dispatch::gemm_tile_configs(spec.arch, spec.k, spec.weight, spec.scale, spec.group_size,
-                                                          spec.act, spec.act_scale)) {
-        const KernelSpec tiled = dispatch::with_tile(spec, tile);
+    for (const LayerUse& use : {kDeepSeekUp, kDeepSeekDown, kQwen3Up, kQwen3Down, kGptOssUp, kGptOssDown}) {
+      const std::optional<KernelSpec> spec = at_layer(corner, use);
+      if (!spec) continue;
+      for (const auto& tile : dispatch::gemm_tile_configs(spec->arch, spec->k, spec->weight, spec->scale,
+                                                          spec->group_size, spec->act, spec->act_scale)) {
+        const KernelSpec tiled = dispatch::with_tile(*spec, tile);
         if (!gemm_uses_wgmma(tiled)) continue;
         jobs.emplace_back(tiled, std::async(std::launch::async, [&compiler, &templates, tiled] {
                             auto g = codegen::generate_kernel(tiled, *templates);
