@@ -30,6 +30,7 @@ Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view l
   // ptxas info    : Used 10 registers, used 1 barriers, 256 bytes smem, ...
   // ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are
   //                 serialized due to <reason> in the function '<name>'   (before its entry)
+  const std::string quoted = fmt::format("'{}'", lowered_name);
   KernelReport r;
   bool in_entry = false;
   bool found_registers = false;
@@ -40,12 +41,12 @@ Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view l
     std::string_view line = log.substr(pos, end - pos);
     pos = end + 1;
     if (line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos &&
-        line.find(fmt::format("'{}'", lowered_name)) != std::string_view::npos) {
+        line.find(quoted) != std::string_view::npos) {
       r.wgmma_serialized = true;
       continue;
     }
     if (line.find("Compiling entry function") != std::string_view::npos) {
-      in_entry = line.find(fmt::format("'{}'", lowered_name)) != std::string_view::npos;
+      in_entry = line.find(quoted) != std::string_view::npos;
       continue;
     }
     if (!in_entry) continue;

@@ -308,27 +308,31 @@ double expected_wgmma_rows(double pairs, std::uint32_t experts, std::uint32_t gl
 
 namespace {
 
+// For wgmma tiles of `rows` rows with row variants, the share of their tiles' rows that the
+// tensor cores see: an expert's last tile is multiplied in quarters, halves or whole
+// (expected_wgmma_rows), over `expected_tiles` (expected_row_tiles) whole tiles.
+double wgmma_rows_share(const GemmWork& w, std::uint16_t rows, double expected_tiles) {
+  if (w.routed_pairs > 0)
+    return expected_tiles > 0
+               ? expected_wgmma_rows(w.routed_pairs, w.experts, w.global_experts, w.topk, rows) / (expected_tiles * rows)
+               : 1.0;
+  const double per_expert = std::ceil(std::max(w.rows_per_expert, 1.0));
+  return wgmma_rows_of_expert(per_expert, rows) / (std::ceil(per_expert / rows) * rows);
+}
+
 GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std::uint32_t sms) {
   const std::uint16_t rows = rows_shape(bm).bm;
   const bool covering = may_split_k(rows, w.rows_per_expert);
   const RowsShapes shapes = rows_shapes_for(rows, w.k, w.weight, w.group_size, w.act, w.act_scale, arch, covering);
   const DeviceProfile device = planning_device(arch, std::max(sms, 1u));
   const double busy = std::max(w.busy_experts, 1.0);
-  const double row_tiles =
-      w.routed_pairs > 0 ? std::max(expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows), 1.0)
-                         : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / rows);
-  // wgmma tiles with row variants multiply an expert's last tile in quarters, halves or whole
-  // (expected_wgmma_rows): the share of their tiles' rows that the tensor cores see.
-  const bool row_variants = gemm_wgmma_row_variants(w.weight, w.group_size, w.k, w.act, w.act_scale);
-  double wgmma_row_share = 1;
-  if (w.routed_pairs > 0) {
-    const double tiles = expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows);
-    if (tiles > 0)
-      wgmma_row_share = expected_wgmma_rows(w.routed_pairs, w.experts, w.global_experts, w.topk, rows) / (tiles * rows);
-  } else {
-    const double per_expert = std::ceil(std::max(w.rows_per_expert, 1.0));
-    wgmma_row_share = wgmma_rows_of_expert(per_expert, rows) / (std::ceil(per_expert / rows) * rows);
-  }
+  const double expected_tiles =
+      w.routed_pairs > 0 ? expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows) : 0;
+  const double row_tiles = w.routed_pairs > 0 ? std::max(expected_tiles, 1.0)
+                                              : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / rows);
+  const double wgmma_row_share = gemm_wgmma_row_variants(w.weight, w.group_size, w.k, w.act, w.act_scale)
+                                     ? wgmma_rows_share(w, rows, expected_tiles)
+                                     : 1.0;
   const double mma_macs = mma_macs_per_instruction(w.act, arch);
 
   GemmPlan best{};
@@ -372,7 +376,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
         in.stages_per_cta = per_split;
         in.split_k = split;
         in.mma_per_cta = static_cast<double>(tile.bm) * bn * tile.bk * per_split / tile_mma_macs *
-                         (wgmma && row_variants ? wgmma_row_share : 1.0);
+                         (wgmma ? wgmma_row_share : 1.0);
         const GemmTimeEstimate e = estimate_gemm_time(in);
         const double s = e.seconds;
         if (s < best_s * (1 - 1e-9)) {
