@@ -117,10 +117,12 @@ TEST_CASE("ptxas report parsing: wgmma's serialized, as ptxas 13.0 says it, for 
   auto r = parse_ptxas_report(log, "_Z1kv");
   REQUIRE(r.ok());
   CHECK(r->wgmma_serialized);
+  CHECK(r->wgmma_serialization == "C7511: insufficient register resources for the wgmma pipeline");
   CHECK(r->registers == 117);
   auto other = parse_ptxas_report(log, "_Z1kvv");  // a name that has the first as its prefix
   REQUIRE(other.ok());
   CHECK_FALSE(other->wgmma_serialized);
+  CHECK(other->wgmma_serialization.empty());
 }
 
 TEST_CASE("the align kernel compiles for every target arch with no spills") {

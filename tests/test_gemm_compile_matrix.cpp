@@ -247,6 +247,6 @@ TEST_CASE("sm_90a's wgmma tiles keep their wgmma pipeline: ptxas serializes none
     auto c = future.get();
     CAPTURE(spec_to_json(spec));
     REQUIRE_MESSAGE(c.ok(), c.status().message());
-    CHECK_FALSE(c->report.wgmma_serialized);
+    CHECK_MESSAGE(!c->report.wgmma_serialized, c->report.wgmma_serialization);
   }
 }

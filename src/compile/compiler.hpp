@@ -19,9 +19,12 @@ struct KernelReport {
   std::uint32_t stack_bytes = 0;
   std::uint32_t static_shared_bytes = 0;
   std::uint32_t barriers = 0;
-  // ptxas serialized the kernel's wgmma.mma_async's (its C7511 "Potential Performance Loss"):
-  // each waits for the last, so none overlaps the code around it. Correct, and slow.
+  // ptxas serialized the kernel's wgmma.mma_async's (its C7511/C7515 "Potential Performance
+  // Loss"): each waits for the last, so none overlaps the code around it. Correct, and slow.
   bool wgmma_serialized = false;
+  // Why, as ptxas says it with its code ("C7511: insufficient register resources for the wgmma
+  // pipeline"); empty where not serialized.
+  std::string wgmma_serialization;
 };
 
 struct CompiledKernel {

@@ -137,8 +137,8 @@ Result<CompiledKernel> NvrtcCompiler::compile(const codegen::GeneratedKernel& ke
                  arch.name, api.GetErrorString(r));
   MOEJIT_ASSIGN_OR_RETURN(out.report, parse_ptxas_report(out.log, out.lowered_name));
   if (out.report.wgmma_serialized)
-    log(LogLevel::warn, "{} for {}: ptxas serialized its wgmma's (correct, but none overlaps other work)",
-        kernel.source_name, arch.name);
+    log(LogLevel::warn, "{} for {}: ptxas serialized its wgmma's (correct, but none overlaps other work): {}",
+        kernel.source_name, arch.name, out.report.wgmma_serialization);
   out.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;

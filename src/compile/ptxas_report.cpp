@@ -21,6 +21,23 @@ bool number_before(std::string_view line, std::string_view unit, std::uint32_t& 
   return true;
 }
 
+// "C7511: <reason>" of ptxas's line "(C7511) Potential Performance Loss: wgmma.mma_async
+// instructions are serialized due to <reason> in the function '<name>'", as much as is there.
+std::string serialization_reason(std::string_view line) {
+  std::string code;
+  if (const std::size_t open = line.find("(C"), close = line.find(')', open);
+      open != std::string_view::npos && close != std::string_view::npos)
+    code = std::string(line.substr(open + 1, close - open - 1));
+  constexpr std::string_view kDueTo = "serialized due to ";
+  std::string_view reason;
+  if (const std::size_t due = line.find(kDueTo); due != std::string_view::npos) {
+    reason = line.substr(due + kDueTo.size());
+    reason = reason.substr(0, reason.find(" in the function"));
+  }
+  if (code.empty()) return std::string(reason.empty() ? line : reason);
+  return reason.empty() ? code : fmt::format("{}: {}", code, reason);
+}
+
 }  // namespace
 
 Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view lowered_name) {
@@ -43,6 +60,7 @@ Result<KernelReport> parse_ptxas_report(std::string_view log, std::string_view l
     if (line.find("wgmma.mma_async instructions are serialized") != std::string_view::npos &&
         line.find(quoted) != std::string_view::npos) {
       r.wgmma_serialized = true;
+      r.wgmma_serialization = serialization_reason(line);
       continue;
     }
     if (line.find("Compiling entry function") != std::string_view::npos) {
