@@ -483,8 +483,8 @@ inline std::vector<NamedGemmCase> wgmma_mxfp4_w4a8_cases(ActScale act_scale) {
 // each height takes each N, alone and as an expert's last tile: MXFP4 with 16-bit and e4m3
 // activations, INT4 per channel; and routing with padding between the rows of a tile (a
 // caller's own align), whose holes are multiplied like rows. The tiles that keep a second set
-// of sums (INT4 scale groups summed apart, e4m3 scaled per 128 k) multiply every row; the same
-// row counts check them too.
+// of sums (INT4 scale groups summed apart, e4m3 scaled per 128 k) take the same row counts and
+// holes.
 inline std::vector<NamedGemmCase> wgmma_row_cases() {
   std::vector<NamedGemmCase> out;
   auto rows_of = [](std::uint16_t bm) {
@@ -538,6 +538,23 @@ inline std::vector<NamedGemmCase> wgmma_row_cases() {
     c.topk = 4;
     c.padding_holes = true;
     out.push_back({std::to_string(bm) + " rows, MXFP4 x bf16, indexed, padding between a tile's rows", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 128);
+    c.epilogue = Epilogue::topk_weight;
+    c.tokens = 40;
+    c.topk = 4;
+    c.padding_holes = true;
+    out.push_back({"64 rows, INT4 zero points g64 x bf16, indexed, padding between a tile's rows", c});
+  }
+  {
+    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::e4m3, 128,
+                                 ActScale::block128);
+    c.epilogue = Epilogue::topk_weight;
+    c.tokens = 90;
+    c.topk = 4;
+    c.padding_holes = true;
+    out.push_back({"128 rows, INT4 g128 x e4m3 per 128 k, indexed, padding between a tile's rows", c});
   }
   return out;
 }

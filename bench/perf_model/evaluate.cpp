@@ -57,10 +57,9 @@ CaseResult evaluate_case(const Case& c, const KernelAnalysis& analysis) {
   if (loop.warpgroup_mma) {
     in.mma_per_cta *= loop.mma_macs / loop.rate_macs;
     in.mma_per_clock = device.wgmma_per_clock;
-    // Where the kernel has row variants, its wgmma's take an expert's last tile in quarters,
-    // halves or whole: the average tile's share of its rows (the counted loop is the whole
-    // tile's).
-    if (r.expected_tiles > 0 && gemm_wgmma_row_variants(s.weight, s.group_size, s.k, s.act, s.act_scale))
+    // The wgmma's take an expert's last tile in quarters, halves or whole: the average tile's
+    // share of its rows (the counted loop is the whole tile's).
+    if (r.expected_tiles > 0)
       r.mma_row_share = expected_wgmma_rows(c.tokens, c.topk(), c.experts(), s.bm) / (r.expected_tiles * s.bm);
     in.mma_per_cta *= r.mma_row_share;
   }

@@ -308,7 +308,7 @@ double expected_wgmma_rows(double pairs, std::uint32_t experts, std::uint32_t gl
 
 namespace {
 
-// For wgmma tiles of `rows` rows with row variants, the share of their tiles' rows that the
+// For wgmma tiles of `rows` rows, the share of their tiles' rows that the
 // tensor cores see: an expert's last tile is multiplied in quarters, halves or whole
 // (expected_wgmma_rows), over `expected_tiles` (expected_row_tiles) whole tiles.
 double wgmma_rows_share(const GemmWork& w, std::uint16_t rows, double expected_tiles) {
@@ -330,9 +330,7 @@ GemmPlan plan_gemm_uncached(const GemmWork& w, std::uint16_t bm, Arch arch, std:
       w.routed_pairs > 0 ? expected_row_tiles(w.routed_pairs, w.experts, w.global_experts, w.topk, rows) : 0;
   const double row_tiles = w.routed_pairs > 0 ? std::max(expected_tiles, 1.0)
                                               : busy * std::ceil(std::max(w.rows_per_expert, 1.0) / rows);
-  const double wgmma_row_share = gemm_wgmma_row_variants(w.weight, w.group_size, w.k, w.act, w.act_scale)
-                                     ? wgmma_rows_share(w, rows, expected_tiles)
-                                     : 1.0;
+  const double wgmma_row_share = wgmma_rows_share(w, rows, expected_tiles);
   const double mma_macs = mma_macs_per_instruction(w.act, arch);
 
   GemmPlan best{};

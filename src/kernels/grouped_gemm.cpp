@@ -216,11 +216,6 @@ bool gemm_stages_row_scales(bool wgmma, DType act, ActScale act_scale) {
   return wgmma && act == DType::e4m3 && act_scale == ActScale::block128;
 }
 
-bool gemm_wgmma_row_variants(WeightFormat weight, std::uint32_t group, std::uint32_t k, DType act, ActScale act_scale) {
-  const bool group_runs = weight != WeightFormat::mxfp4 && group < k;  // run_tile_wgmma's kGroupRuns
-  return !group_runs && !gemm_stages_row_scales(true, act, act_scale);  // ... and kRowBlocks
-}
-
 bool gemm_uses_wgmma(const KernelSpec& s) {
   return gemm_uses_wgmma(s.arch, s.weight, s.act, s.act_scale, s.group_size, s.bm, s.bn, s.bk, s.warps, s.stages,
                          s.split_k);

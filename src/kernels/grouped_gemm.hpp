@@ -25,14 +25,9 @@ bool gemm_uses_wgmma(const KernelSpec& spec);
 bool gemm_uses_wgmma(Arch arch, WeightFormat weight, DType act, ActScale act_scale, std::uint32_t group,
                      std::uint32_t bm, std::uint32_t bn, std::uint32_t bk, std::uint32_t warps, std::uint32_t stages,
                      std::uint32_t split_k);
-// Whether a wgmma tile runs its partly filled tiles on shorter wgmma's (wgmma_rows_multiplied):
-// the tiles that keep no second set of sums, i.e. not INT4 with scale groups shorter than K nor
-// e4m3 activations scaled per 128 k (with that second set and a main loop per N, ptxas
-// serialized the wgmma's of some for want of registers). The others multiply every row.
-bool gemm_wgmma_row_variants(WeightFormat weight, std::uint32_t group, std::uint32_t k, DType act, ActScale act_scale);
-// The rows a wgmma tile of `bm` rows with row variants multiplies when `rows` of them (up to
-// its last with a token) are used: the shortest of bm / 4, bm / 2 and bm that covers them (0
-// for none), as run_tile_wgmma picks its wgmma's N.
+// The rows a wgmma tile of `bm` rows multiplies when `rows` of them (up to its last with a
+// token) are used: the shortest of bm / 4, bm / 2 and bm that covers them (0 for none), as
+// run_tile_wgmma picks its wgmma's N.
 constexpr std::uint32_t wgmma_rows_multiplied(std::uint32_t bm, std::uint32_t rows) {
   if (rows == 0) return 0;
   if (rows <= bm / 4) return bm / 4;

@@ -250,8 +250,10 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
   for (u32 i = 0; i < (kTotal ? BM / 2 : 1); ++i) total[i] = 0.0f;
   // Adds the finished run's sums, times their scales, into `total`: after its wgmma's complete.
   // Rows scaled per 128 k: also times the scales of rows 8j + 2t and 8j + 2t + 1 that
-  // `run_stage` (the run's stage) holds.
-  auto add_group = [&]([[maybe_unused]] const unsigned char* run_stage) {
+  // `run_stage` (the run's stage) holds. Only the sums of the `rows` the wgmma's multiply
+  // (WgmmaRows): the others stay zero, as do their totals.
+  auto add_group = [&](auto rows, [[maybe_unused]] const unsigned char* run_stage) {
+    constexpr u32 NR = decltype(rows)::value;
     if constexpr (kTotal) {
       float s[2] = {result_scale, result_scale};  // MXFP4: the expert's; INT4: the columns' below
       if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, s[0], s[1]);
@@ -260,7 +262,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
         for (u32 c = 0; c < 2; ++c) s[c] *= kRowScaleFactor;
         const unsigned char* row_scales = run_stage + kRowScaleOffset + 8 * t;  // row 2t; 8j further: 32j bytes
         MOEJIT_UNROLL
-        for (u32 j = 0; j < BM / 8; ++j) {
+        for (u32 j = 0; j < NR / 8; ++j) {
           const u32x2 bits = ld_shared_v2(row_scales + 32 * j);
           const float r[2] = {twin::f32_from_bits(bits.x), twin::f32_from_bits(bits.y)};
           MOEJIT_UNROLL
@@ -268,7 +270,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
         }
       } else {
         MOEJIT_UNROLL
-        for (u32 i = 0; i < BM / 2; ++i) total[i] += acc[i] * s[i % 4 / 2];
+        for (u32 i = 0; i < NR / 2; ++i) total[i] += acc[i] * s[i % 4 / 2];
       }
     }
   };
@@ -373,7 +375,7 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
           if (i != 0 || kk != 0) {  // the previous run's sums, complete
             wgmma_wait_group<0>();
             wgmma_fence_operand(acc);
-            add_group(kk == 0 ? previous_ptr : compute_ptr);
+            add_group(rows, kk == 0 ? previous_ptr : compute_ptr);
           }
           if (group_start) load_group_scales(compute_ptr, kk);
         }
@@ -390,50 +392,13 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     }
     wgmma_wait_group<0>();
     wgmma_fence_operand(acc);
+    // Rows scaled per 128 k: the last stage's sums, into `total` like the others.
+    if constexpr (kRowBlocks) add_group(rows, previous_ptr);
+    cp_async_wait<0>();
+    launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
   };
-  // A tile's rows past its last with a token are padding (the align pads each expert's last
-  // tile), and the tensor cores would multiply them all the same. The wgmma's N is the rows, so
-  // the tile takes the shortest of BM / 4, BM / 2 and BM that covers its rows (what the planner
-  // counts: wgmma_rows_multiplied); their accumulators are the first of `acc`, the others stay
-  // zero, and no row past them is stored. Holes (a caller's own routing may interleave padding)
-  // are multiplied like rows. Tiles that keep a second set of sums (`total`) run the whole
-  // tile's loop alone: with three loops ptxas found too few registers for their wgmma pipeline
-  // and serialized the wgmma's of some (its C7511; gemm_wgmma_row_variants says which tiles).
-  if constexpr (kTotal) {
-    // Every tile has a k stage (no split-K here). Said for these tiles, because where the
-    // compiler kept a path around the loop it zeroed the accumulators on it, between a wgmma and
-    // its wait, and ptxas serialized the INT4 W4A8 tiles with zero points and per-128-k scales
-    // for that (C7515). Not said for the others: their main loops grew by 15-45 instructions.
-    if (stages == 0) trap("wgmma tile: no k stage");
-    main_loop(WgmmaRows<BM>{});
-  } else {
-    u32 rows_used = 0;
-    MOEJIT_UNROLL
-    for (u32 base = 0; base < BM; base += 32) {
-      const u32 has_token = ballot(c_row[base + lane] >= 0);
-      if (has_token != 0) rows_used = base + bit_length(has_token);
-    }
-    if (rows_used <= BM / 4) main_loop(WgmmaRows<BM / 4>{});
-    else if (rows_used <= BM / 2) main_loop(WgmmaRows<BM / 2>{});
-    else main_loop(WgmmaRows<BM>{});
-  }
-  // Rows scaled per 128 k: the last stage's sums, into `total` like the others.
-  if constexpr (kRowBlocks) add_group(previous_ptr);
-  cp_async_wait<0>();
-  launch_dependent_grids();  // every load of the main loop is done: the next kernel may be scheduled
 
   // ---- Epilogue ----
-  // MXFP4: result_scale, the expert's offset (NaN for tiles packed for other activations). INT4:
-  // the last group's (or the only group's) scales of the thread's two columns, its sums added to
-  // the finished groups'.
-  [[maybe_unused]] float column_scale[2] = {1.0f, 1.0f};
-  if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, column_scale[0], column_scale[1]);
-  auto result = [&](u32 i) {
-    if constexpr (kRowBlocks) return total[i];  // every run scaled, rows' scales included
-    else if constexpr (kGroupRuns) return total[i] + acc[i] * column_scale[i % 4 / 2];
-    else if constexpr (kInt4) return acc[i] * column_scale[i % 4 / 2];
-    else return acc[i] * result_scale;
-  };
   // e4m3 per token: the scales of rows 8j + 2t and 8j + 2t + 1, written before the main loop.
   auto row_scales = [&](u32 j, float& even, float& odd_row) {
     if constexpr (kAct8 && !kRowBlocks) {
@@ -457,36 +422,81 @@ MOEJIT_DEVICE void run_tile_wgmma(const GroupedGemmParams& p, const TileWork& wo
     first = odd ? theirs : mine;
     second = odd ? mine : theirs;
   };
-  MOEJIT_UNROLL
-  for (u32 j = 0; j < BM / 8; ++j) {
-    const u32 r = 8 * j + 2 * t + (odd ? 1 : 0);  // the row this lane stores
-    const i64 row = c_row[r];
-    float rs[2];
-    row_scales(j, rs[0], rs[1]);
-    float v[4];
+  // Stores the rows the wgmma's multiplied (WgmmaRows); the others hold no token.
+  auto store_rows = [&](auto rows) {
+    // MXFP4: result_scale, the expert's offset (NaN for tiles packed for other activations).
+    // INT4: the last group's (or the only group's) scales of the thread's two columns, its sums
+    // added to the finished groups'.
+    [[maybe_unused]] float column_scale[2] = {1.0f, 1.0f};
+    if constexpr (kInt4) unpack_scale_pair<Spec>(group_scales, column_scale[0], column_scale[1]);
+    auto result = [&](u32 i) {
+      if constexpr (kRowBlocks) return total[i];  // every run scaled, rows' scales included
+      else if constexpr (kGroupRuns) return total[i] + acc[i] * column_scale[i % 4 / 2];
+      else if constexpr (kInt4) return acc[i] * column_scale[i % 4 / 2];
+      else return acc[i] * result_scale;
+    };
     MOEJIT_UNROLL
-    for (u32 e = 0; e < 4; ++e) v[e] = result(4 * j + e) * rs[e % 2] + bias_of(col0 + 8 * (e / 2));
-    if constexpr (S::kActAndMul) {
-      // Column col0 is a gate column (its n8 tile is even) and col0 + 8 its up column.
-      float first, second;
-      pair_up(activate<Spec>(v[0], v[2]), activate<Spec>(v[1], v[3]), first, second);
-      if (row >= 0 && col0 < S::N) store_pair<Spec>(p, row, act_and_mul_output_of_column(col0 - (odd ? 1 : 0)), first, second);
-    } else {
+    for (u32 j = 0; j < decltype(rows)::value / 8; ++j) {
+      const u32 r = 8 * j + 2 * t + (odd ? 1 : 0);  // the row this lane stores
+      const i64 row = c_row[r];
+      float rs[2];
+      row_scales(j, rs[0], rs[1]);
+      float v[4];
       MOEJIT_UNROLL
-      for (u32 h = 0; h < 2; ++h) {
+      for (u32 e = 0; e < 4; ++e) v[e] = result(4 * j + e) * rs[e % 2] + bias_of(col0 + 8 * (e / 2));
+      if constexpr (S::kActAndMul) {
+        // Column col0 is a gate column (its n8 tile is even) and col0 + 8 its up column.
         float first, second;
-        pair_up(v[2 * h], v[2 * h + 1], first, second);
-        if constexpr (Spec::epilogue == kernel_enum::topk_weight)
-          if (row >= 0) {
-            const float w = p.topk_weights[row];
-            first *= w;
-            second *= w;
-          }
-        const u32 col = col0 + 8 * h - (odd ? 1 : 0);
-        if (row >= 0 && col < S::N) store_pair<Spec>(p, row, col, first, second);
+        pair_up(activate<Spec>(v[0], v[2]), activate<Spec>(v[1], v[3]), first, second);
+        if (row >= 0 && col0 < S::N)
+          store_pair<Spec>(p, row, act_and_mul_output_of_column(col0 - (odd ? 1 : 0)), first, second);
+      } else {
+        MOEJIT_UNROLL
+        for (u32 h = 0; h < 2; ++h) {
+          float first, second;
+          pair_up(v[2 * h], v[2 * h + 1], first, second);
+          if constexpr (Spec::epilogue == kernel_enum::topk_weight)
+            if (row >= 0) {
+              const float w = p.topk_weights[row];
+              first *= w;
+              second *= w;
+            }
+          const u32 col = col0 + 8 * h - (odd ? 1 : 0);
+          if (row >= 0 && col < S::N) store_pair<Spec>(p, row, col, first, second);
+        }
       }
     }
+  };
+
+  // A tile's rows past its last with a token are padding (the align pads each expert's last
+  // tile), and the tensor cores would multiply them all the same. The wgmma's N is the rows, so
+  // the tile takes the shortest of BM / 4, BM / 2 and BM that covers its rows (what the planner
+  // counts: wgmma_rows_multiplied); their accumulators are the first of `acc` (and `total`), the
+  // others stay zero, and no row past them is stored. Holes (a caller's own routing may
+  // interleave padding) are multiplied like rows. Each N has its main loop and its epilogue: with
+  // one epilogue after the three loops, every accumulator met there from three loops, and ptxas
+  // found too few registers for the wgmma pipeline of some tiles that keep `total` (INT4 scale
+  // groups, e4m3 scaled per 128 k) and serialized their wgmma's (its C7511).
+  u32 rows_used = 0;
+  MOEJIT_UNROLL
+  for (u32 base = 0; base < BM; base += 32) {
+    const u32 has_token = ballot(c_row[base + lane] >= 0);
+    if (has_token != 0) rows_used = base + bit_length(has_token);
   }
+  if constexpr (kTotal) {
+    // Every tile has a k stage (no split-K here). Said for these tiles, because where the
+    // compiler kept a path around the loop it zeroed the accumulators on it, between a wgmma and
+    // its wait, and ptxas serialized the INT4 W4A8 tiles with zero points and per-128-k scales
+    // for that (C7515). Not said for the others: their main loops grew by 15-45 instructions.
+    if (stages == 0) trap("wgmma tile: no k stage");
+  }
+  auto run = [&](auto rows) {
+    main_loop(rows);
+    store_rows(rows);
+  };
+  if (rows_used <= BM / 4) run(WgmmaRows<BM / 4>{});
+  else if (rows_used <= BM / 2) run(WgmmaRows<BM / 2>{});
+  else run(WgmmaRows<BM>{});
 }
 
 }  // namespace moejit::kernels
