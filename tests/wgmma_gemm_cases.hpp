@@ -531,31 +531,20 @@ inline std::vector<NamedGemmCase> wgmma_row_cases() {
     c.expert_rows = rows_of(64);
     out.push_back({"64 rows, MXFP4 x e4m3 per token (scales folded), masked", c});
   }
-  for (std::uint16_t bm : {64, 128}) {
-    GemmCase c = wgmma_case(bm, 3, DType::bf16, 128);
+  // Padding between a tile's rows: indexed routing, top-4, rows a 64- or 128-row tile's worth.
+  auto with_holes = [&](GemmCase c, const std::string& what) {
+    const std::uint16_t bm = c.tile.bm;
     c.epilogue = Epilogue::topk_weight;
     c.tokens = bm == 64 ? 40 : 90;
     c.topk = 4;
     c.padding_holes = true;
-    out.push_back({std::to_string(bm) + " rows, MXFP4 x bf16, indexed, padding between a tile's rows", c});
-  }
-  {
-    GemmCase c = int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 128);
-    c.epilogue = Epilogue::topk_weight;
-    c.tokens = 40;
-    c.topk = 4;
-    c.padding_holes = true;
-    out.push_back({"64 rows, INT4 zero points g64 x bf16, indexed, padding between a tile's rows", c});
-  }
-  {
-    GemmCase c = int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::e4m3, 128,
-                                 ActScale::block128);
-    c.epilogue = Epilogue::topk_weight;
-    c.tokens = 90;
-    c.topk = 4;
-    c.padding_holes = true;
-    out.push_back({"128 rows, INT4 g128 x e4m3 per 128 k, indexed, padding between a tile's rows", c});
-  }
+    out.push_back({std::to_string(bm) + " rows, " + what + ", indexed, padding between a tile's rows", c});
+  };
+  for (std::uint16_t bm : {64, 128}) with_holes(wgmma_case(bm, 3, DType::bf16, 128), "MXFP4 x bf16");
+  with_holes(int4_wgmma_case(WeightFormat::int4_asym, DType::bf16, 64, 64, 3, DType::bf16, 128),
+             "INT4 zero points g64 x bf16");
+  with_holes(int4_wgmma_case(WeightFormat::int4_sym, DType::bf16, 128, 128, 3, DType::e4m3, 128, ActScale::block128),
+             "INT4 g128 x e4m3 per 128 k");
   return out;
 }
 
